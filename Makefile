@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# tagdisk - a virtual disk daemon with a 2.6-style block layer behind FUSE.
+#
+#   make              build tagdiskd, tagdiskctl and libtagdisk.a
+#   make check        install missing Debian packages, run unit + integration tests
+#   make run          serve a 1 GiB sparse tagdisk.img at ./mnt/disk in the foreground
+#   make asan|tsan    unit tests (and the integration tests that fit) under sanitizers
+#   make check-valgrind  unit tests and a daemon run under memcheck
+#   make bench-engine / bench   benchmarks (figures and ratios, not tests)
+#   make install / uninstall    PREFIX=/usr/local, DESTDIR honoured
+
+VERSION := 0.1.0
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+LDFLAGS ?=
+BUILD   ?= build
+
+# Ours, kept apart from CFLAGS so `make CFLAGS=-O0` keeps the warnings.
+TD_WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wundef -Wvla -Wno-missing-field-initializers
+TD_CPPFLAGS := -Iinclude -D_GNU_SOURCE -DTD_VERSION='"$(VERSION)"'
+DEPFLAGS := -MMD -MP
+TD_CFLAGS := -std=gnu11 -pthread $(TD_WARN) $(SAN_FLAGS)
+TD_LDFLAGS := -pthread $(SAN_FLAGS)
+
+PKG_CONFIG ?= pkg-config
+FUSE_CFLAGS   ?= $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
+FUSE_LIBS     ?= $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
+CMOCKA_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS   ?= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+# Debian's iniparser ships no .pc file.
+INIPARSER_CFLAGS ?= -I/usr/include/iniparser
+INIPARSER_LIBS   ?= -liniparser
+
+# The engine: queue to drive. Linked by the daemon, the unit tests and the benchmarks.
+ENGINE := rbtree lock log bio rangelock request queue elevator elv_noop elv_deadline \
+	cdb prep tag drive drive_file drive_null drive_mem inject stats trace
+# Parsers and formatting shared by the daemon and the CLI (no FUSE).
+COMMON := config json ctl_format
+# The daemon's modules besides main(): front end, admin socket, image, notification.
+DAEMON := frontend admin admin_cmd image notify
+
+SRC_NAMES := $(basename $(notdir $(wildcard src/*.c)))
+obj = $(patsubst %,$(BUILD)/src/%.o,$(filter $(SRC_NAMES),$(1)))
+ENGINE_OBJS := $(call obj,$(ENGINE))
+COMMON_OBJS := $(call obj,$(COMMON))
+DAEMON_OBJS := $(call obj,$(DAEMON))
+
+LIBTD     := $(BUILD)/libtagdisk.a
+LIBCOMMON := $(BUILD)/libtdcommon.a
+LIBDAEMON := $(BUILD)/libtddaemon.a
+LIBS      := $(LIBDAEMON) $(LIBCOMMON) $(LIBTD)
+EXTLIBS    = $(FUSE_LIBS) $(INIPARSER_LIBS) -lm
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+HEADERS    := $(wildcard include/tagdisk/*.h)
+
+.PHONY: all check check-unit check-bats check-headers deps asan tsan check-valgrind \
+	bench bench-engine run install uninstall clean fuzz stress
+
+all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(LIBTD): $(ENGINE_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIBCOMMON): $(COMMON_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIBDAEMON): $(DAEMON_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/tagdiskd: $(BUILD)/src/tagdiskd.o $(LIBS)
+	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
+
+$(BUILD)/tagdiskctl: $(BUILD)/src/tagdiskctl.o $(LIBCOMMON) $(LIBTD)
+	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBTD) $(INIPARSER_LIBS) -lm
+
+$(BUILD)/tests/%.o: tests/unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) -Isrc $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIBS)
+	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
+
+# Every public header compiles on its own.
+check-headers:
+	@set -e; for h in $(HEADERS); do \
+		echo "#include \"$${h#include/}\"" | \
+		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
+		{ echo "header $$h is not self-contained" >&2; exit 1; }; \
+	done
+
+deps:
+	@tests/deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all unit-tests
+	@tests/run-tests.sh $(BUILD) all
+
+check-unit: all unit-tests
+	@tests/run-tests.sh $(BUILD) unit
+
+check-bats: all
+	@tests/run-tests.sh $(BUILD) bats
+
+.PHONY: unit-tests
+unit-tests: check-headers $(UNIT_TESTS)
+
+SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
+asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan \
+		SAN_FLAGS="-fsanitize=address,undefined $(SAN_COMMON)" all unit-tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		tests/run-tests.sh build/asan sanitizer
+
+tsan:
+	@$(MAKE) --no-print-directory BUILD=build/tsan \
+		SAN_FLAGS="-fsanitize=thread $(SAN_COMMON)" all unit-tests
+	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		tests/run-tests.sh build/tsan sanitizer
+
+check-valgrind: all unit-tests
+	@tests/run-tests.sh $(BUILD) valgrind
+
+-include $(wildcard $(BUILD)/src/*.d $(BUILD)/tests/*.d)
+
+clean:
+	rm -rf build
