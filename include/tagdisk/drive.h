@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * drive.h - the drive: threads that execute tagged commands on a backend.
+ *
+ * The queue hands the drive tagged requests; the drive decodes each
+ * request's command bytes (tagdisk/cdb.h), never its fields, and performs
+ * the transfer on its backend with the request's bios as the scatter/gather
+ * list. It may serve outstanding commands in any order and completes them in
+ * batches through the completion function the queue attached.
+ *
+ * Execution:
+ *  - workers > 0, model none: that many worker threads take commands in
+ *    arrival order.
+ *  - workers = 0, model none: no threads; whoever runs the queue executes
+ *    the commands it dispatched (td_drive_run_inline), as a null_blk in
+ *    "complete inline" mode does.
+ *  - model ssd: workers threads (at least 1), each command costs a fixed
+ *    latency plus its transfer time, in real time.
+ *  - model hdd: one actuator thread; the drive keeps a head position and,
+ *    among its outstanding commands, serves the one with the shortest
+ *    positioning time (seek from head distance + rotational latency) first,
+ *    then sleeps for seek + rotation + transfer + overhead in real time.
+ *
+ * Faults (tagdisk/inject.h) are applied when a command starts: an injected
+ * error completes it with -EIO without touching the backend, a hang makes the
+ * drive hold it forever (until a reset), latency delays it.
+ *
+ * Reset support: td_drive_quiesce() drops every command not yet started
+ * (held, hung or delayed ones included) and waits until the commands being
+ * executed have returned and been handed to the completion function. The
+ * queue discards those late completions by generation.
+ *
+ * LOCKING: the drive lock is taken after the queue lock (tagdisk/queue.h).
+ * td_drive_submit_locked() is called with the submitting queue's lock held;
+ * the completion function is called with no drive lock held, and may take the
+ * queue lock.
+ */
+#ifndef TAGDISK_DRIVE_H
+#define TAGDISK_DRIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "tagdisk/bio.h"
+#include "tagdisk/compiler.h"
+#include "tagdisk/list.h"
+#include "tagdisk/request.h"
+
+/*
+ * A backend stores the data: the image file, nothing (null) or memory.
+ * Every member returns 0 or a negative errno and transfers exactly what was
+ * asked (short transfers are retried inside; end of file reads as zeroes).
+ * Members may be called from several threads at once.
+ */
+struct td_backend_ops {
+	const char *name;
+	int (*read)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off);
+	int (*write)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua);
+	int (*flush)(void *priv);
+	/* Make [off, off + len) read as zeroes, releasing space where possible. */
+	int (*discard)(void *priv, uint64_t off, uint64_t len);
+	/* Make [off, off + len) read as zeroes, keeping space allocated. */
+	int (*write_zeroes)(void *priv, uint64_t off, uint64_t len);
+	/* Optional: free @priv. */
+	void (*destroy)(void *priv);
+};
+
+struct td_backend {
+	const struct td_backend_ops *ops;
+	void *priv;
+};
+
+/* The image file open on @fd (borrowed: the caller closes it after the drive). Return: 0. */
+int td_backend_file_init(struct td_backend *be, int fd) td_nonnull(1);
+/* A backend that stores nothing and reads zeroes: for tests and benchmarks. */
+void td_backend_null_init(struct td_backend *be) td_nonnull(1);
+/* A zero-filled memory backend of @size bytes. Return: 0 or -ENOMEM. */
+int td_backend_mem_init(struct td_backend *be, uint64_t size) td_nonnull(1);
+/* Return: the memory of a backend made by td_backend_mem_init(). */
+uint8_t *td_backend_mem_data(const struct td_backend *be) td_nonnull(1);
+
+enum td_drive_model {
+	TD_MODEL_NONE,
+	TD_MODEL_HDD,
+	TD_MODEL_SSD,
+};
+
+enum td_write_cache {
+	TD_WC_WRITEBACK,    /* a write completes when the image has it; flush = fdatasync */
+	TD_WC_WRITETHROUGH, /* every write is made durable before it completes */
+	TD_WC_VOLATILE,	    /* writes complete into the drive's cache; flush writes it back */
+};
+
+struct td_hdd_params {
+	uint32_t rpm;		    /* spindle speed (default 7200) */
+	uint32_t seek_track_us;	    /* track-to-track seek (default 500) */
+	uint32_t seek_full_us;	    /* full-stroke seek (default 12000) */
+	uint32_t transfer_mb_s;	    /* media rate, 10^6 bytes/s (default 150) */
+	uint32_t overhead_us;	    /* per-command controller time (default 50) */
+	uint32_t sectors_per_track; /* 512-byte sectors per track (default 2048) */
+};
+
+struct td_ssd_params {
+	uint32_t latency_us;	/* per command (default 80) */
+	uint32_t transfer_mb_s; /* 10^6 bytes/s (default 2000) */
+};
+
+struct td_drive_params {
+	struct td_backend backend; /* owned by the drive from now on */
+	uint32_t logical_block_size;
+	uint64_t capacity_bytes;
+	unsigned int workers;
+	enum td_drive_model model;
+	struct td_hdd_params hdd;
+	struct td_ssd_params ssd;
+	enum td_write_cache write_cache;
+	uint64_t cache_size; /* bytes, for TD_WC_VOLATILE */
+	uint64_t seed;	     /* fault injection's random generator */
+};
+
+/* Fill @p with defaults: 2 workers, model none, writeback, 512-byte blocks. */
+void td_drive_params_default(struct td_drive_params *p) td_nonnull(1);
+
+struct td_drive;
+struct td_inject;
+
+/*
+ * The completion function: @done lists requests (through ->drive_list), each
+ * with ->error set. Called with no drive lock held; must unlink every entry.
+ */
+typedef void (*td_drive_complete_fn)(void *ctx, struct td_list *done);
+
+/* Return: a started drive, or NULL with a negative errno in *@err. */
+struct td_drive *td_drive_create(const struct td_drive_params *p, int *err) td_nonnull(1, 2);
+/* Stop the threads and free the drive and its backend. No command may be outstanding. */
+void td_drive_destroy(struct td_drive *d) td_nonnull(1);
+
+/* Attach the queue's completion function; once, before the first submit. */
+void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx) td_nonnull(1, 2);
+
+/*
+ * Hand the requests on @rqs (linked through ->drive_list) to the drive;
+ * @rqs becomes empty. Called with the submitting queue's lock held.
+ */
+void td_drive_submit_locked(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
+
+/* Return: true when the drive has no threads (workers = 0, model none). */
+bool td_drive_is_inline(const struct td_drive *d) td_nonnull(1);
+
+/*
+ * Inline drives: execute and complete every submitted command in the calling
+ * thread. Call with no lock held. Return: the number executed.
+ */
+unsigned int td_drive_run_inline(struct td_drive *d) td_nonnull(1);
+
+/*
+ * Drop every command not yet started and wait until the ones being executed
+ * have been completed. Call with no lock held. Return: the number dropped.
+ */
+unsigned int td_drive_quiesce(struct td_drive *d) td_nonnull(1);
+
+/*
+ * Execute the @cdb_len command bytes at @cdb synchronously in the calling
+ * thread with @bio as the data (bio mode). Faults apply except hangs.
+ * Return: 0 or a negative errno.
+ */
+int td_drive_execute_sync(struct td_drive *d, const uint8_t *cdb, unsigned int cdb_len,
+			  struct td_bio *bio) td_nonnull(1, 2, 4);
+
+/* Return: the drive's fault injector. */
+struct td_inject *td_drive_inject(struct td_drive *d) td_nonnull(1);
+
+struct td_drive_status {
+	enum td_drive_model model;
+	enum td_write_cache write_cache;
+	unsigned int workers;
+	unsigned int queued;	  /* commands waiting at the drive (held ones included) */
+	unsigned int executing;	  /* commands being executed */
+	unsigned int hung;	  /* commands held by an injected hang */
+	uint64_t commands;	  /* executed since start */
+	uint64_t seeks;		  /* hdd: head movements */
+	uint64_t seek_distance;	  /* hdd: sum of head movements, in sectors */
+	uint64_t head_sector;	  /* hdd: where the head is */
+};
+
+/* Snapshot the drive's counters. */
+void td_drive_get_status(struct td_drive *d, struct td_drive_status *st) td_nonnull(1, 2);
+
+/* Return: static names ("none", "hdd", "ssd"; "writeback", "writethrough", "volatile"). */
+const char *td_drive_model_name(enum td_drive_model m);
+const char *td_write_cache_name(enum td_write_cache wc);
+
+#endif /* TAGDISK_DRIVE_H */

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * queue.h - the request queue: where bios become requests and reach the drive.
+ *
+ * Two modes, as in the 2.6 block layer:
+ *
+ *  - rq:  td_queue_submit() merges the bio into a queued request or gets a
+ *         new one from the pool (waiting when all nr_requests are in use),
+ *         and inserts it into the elevator; the queue is then run: requests
+ *         move from the elevator to the dispatch list, prep turns the head of
+ *         the dispatch list into a tagged command, and the drive gets it.
+ *         The drive's completion ends the tag, then ends the bios.
+ *  - bio: td_queue_submit() calls the make_request function, which sends the
+ *         bio straight to the drive in the caller's thread: no elevator, no
+ *         requests, no tags (the ramdisk path).
+ *
+ * In both modes a make_request function set with td_queue_set_make_request()
+ * sees each bio first; it may complete it itself (return 0) or change it
+ * (for example remap its sector) and pass it on (return 1), like a stacking
+ * driver. td_queue_set_window() installs one that exposes a window of the
+ * disk.
+ *
+ * Ordering rules the queue enforces:
+ *  - A flush is a barrier: when it arrives, every request queued before it
+ *    moves to the dispatch list ahead of it; it is dispatched once nothing is
+ *    in flight, and nothing is dispatched while it is in flight.
+ *  - Two writes (write, discard, write zeroes) whose ranges overlap are never
+ *    in flight at the same time; the later one waits at the head of the
+ *    dispatch list. So a request requeued by a reset can never overwrite an
+ *    acknowledged newer write.
+ *  - A reset (td_queue_reset) stops dispatching, lets the drive return every
+ *    command it is executing (their results are discarded), invalidates every
+ *    tag and puts each in-flight request back at the head of the dispatch
+ *    list in its dispatch order, bumping its retry count; a request requeued
+ *    more than max_retries times fails with -EIO. Then dispatching resumes.
+ *
+ * LOCK ORDER (the whole program's; other headers refer here):
+ *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
+ *     ->  inject lock, trace lock, tag map user lock.
+ * The range lock (tagdisk/rangelock.h) is taken and released with none of
+ * these held, and a thread holds at most one range at a time.
+ * Stats counters and the tag bitmap are lock-free atomics. Nothing replies to
+ * FUSE, blocks on I/O or writes a socket with the queue lock held: bio
+ * completions run with no tagdisk lock held.
+ *
+ * Lifetime: the creator owns the queue and destroys it after td_queue_drain().
+ * The queue holds a reference on its tag map and borrows the drive, which
+ * must outlive it.
+ */
+#ifndef TAGDISK_QUEUE_H
+#define TAGDISK_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "tagdisk/bio.h"
+#include "tagdisk/clock.h"
+#include "tagdisk/compiler.h"
+#include "tagdisk/elevator.h"
+#include "tagdisk/prep.h"
+#include "tagdisk/request.h"
+
+struct td_drive;
+struct td_tag_map;
+struct td_stats;
+struct td_trace;
+struct td_rangelock;
+
+enum td_queue_mode {
+	TD_MODE_RQ,
+	TD_MODE_BIO,
+};
+
+struct td_queue_params {
+	enum td_queue_mode mode;
+	uint64_t capacity_sectors;   /* size of the disk in 512-byte sectors */
+	uint32_t logical_block_size; /* 512 or 4096 */
+	uint32_t max_sectors;	     /* largest request, in sectors (default 2048) */
+	uint32_t nr_requests;	     /* request pool size (default 128) */
+	const char *elevator;	     /* "noop", "deadline" (default) */
+	struct td_elv_tunables tunables;
+	unsigned int depth;	      /* tags when @tags is NULL (default 32) */
+	struct td_tag_map *tags;      /* share this map (a reference is taken), or NULL */
+	uint32_t command_timeout_ms;  /* reset when a command is older; 0: never */
+	uint32_t max_retries;	      /* requeues before -EIO (default 5) */
+	struct td_drive *drive;	      /* borrowed; required */
+	struct td_trace *trace;	      /* borrowed; may be NULL */
+	struct td_clock clock;	      /* zeroed: CLOCK_MONOTONIC */
+};
+
+/* Fill @p with the defaults above (mode rq, deadline, depth 32, ...). */
+void td_queue_params_default(struct td_queue_params *p) td_nonnull(1);
+
+struct td_queue;
+/* A stacking make_request function. Return: 0 when it ended the bio, 1 to pass it on. */
+typedef int (*td_make_request_fn)(struct td_queue *q, struct td_bio *bio, void *data);
+
+/*
+ * Create a queue. Starts the timeout thread when rq mode has a timeout.
+ * Return: the queue, or NULL with a negative errno in *@err (-EINVAL for bad
+ * parameters, -ENOMEM).
+ */
+struct td_queue *td_queue_create(const struct td_queue_params *p, int *err) td_nonnull(1, 2);
+
+/* Destroy @q; it must be drained (no bio outstanding). */
+void td_queue_destroy(struct td_queue *q) td_nonnull(1);
+
+/*
+ * Submit one bio. In rq mode may block while the request pool is empty.
+ * Call with no tagdisk lock held; end_io may run before this returns.
+ */
+void td_queue_submit(struct td_queue *q, struct td_bio *bio) td_nonnull(1, 2);
+
+/*
+ * Submit the bios chained through ->next as one batch (plugging): they are
+ * merged and inserted under one hold of the queue lock, then the queue runs
+ * once. Same blocking rules as td_queue_submit().
+ */
+void td_queue_submit_list(struct td_queue *q, struct td_bio *list) td_nonnull(1, 2);
+
+/* Dispatch whatever can be dispatched now. Call with no tagdisk lock held. */
+void td_queue_run(struct td_queue *q) td_nonnull(1);
+
+/* Wait until every submitted bio has completed. Other threads may keep submitting. */
+void td_queue_drain(struct td_queue *q) td_nonnull(1);
+
+/*
+ * Reset the drive and requeue (see above). @timeout counts it as a command
+ * timeout in the stats. May sleep while the drive returns running commands.
+ * Return: the number of requests requeued (not counting those failed for
+ * exceeding max_retries).
+ */
+unsigned int td_queue_reset(struct td_queue *q, bool timeout) td_nonnull(1);
+
+/*
+ * Return every tag of @q to the map and put the requests back at the head of
+ * the dispatch list in dispatch order, as td_queue_reset() does after
+ * quiescing the drive. Call with the queue lock held and the drive quiesced.
+ * Return: the number requeued; requests over max_retries are moved to @failed.
+ */
+unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list *failed)
+	td_nonnull(1, 2);
+
+/*
+ * Switch the elevator: drain the old one to the dispatch list, then install
+ * @name. Return: 0, -EINVAL for an unknown name (nothing changes), -ENOMEM.
+ */
+int td_queue_set_elevator(struct td_queue *q, const char *name) td_nonnull(1, 2);
+
+/* Resize the tag map to @depth. Return: 0 or -EINVAL (1..TD_TAG_DEPTH_MAX). */
+int td_queue_set_depth(struct td_queue *q, unsigned int depth) td_nonnull(1);
+
+/* Replace the elevator tunables (read at every decision). */
+void td_queue_set_tunables(struct td_queue *q, const struct td_elv_tunables *t) td_nonnull(1, 2);
+
+/* Change the command timeout and retry limit; starts the timeout thread if needed. */
+int td_queue_set_timeout(struct td_queue *q, uint32_t command_timeout_ms, uint32_t max_retries)
+	td_nonnull(1);
+
+/* Replace the prep function (NULL restores td_prep_default). Call before any I/O. */
+void td_queue_set_prep(struct td_queue *q, td_prep_fn prep) td_nonnull(1);
+
+/* Install a stacking make_request function (NULL removes it). Call before any I/O. */
+void td_queue_set_make_request(struct td_queue *q, td_make_request_fn fn, void *data)
+	td_nonnull(1);
+
+/*
+ * Expose only [@start, @start + @nr_sectors) of the disk, as sectors
+ * [0, @nr_sectors): a make_request function that remaps each bio and passes
+ * it on, failing bios outside the window with -EIO. Call before any I/O.
+ * Return: 0, or -EINVAL when the window is not inside the disk or misaligned.
+ */
+int td_queue_set_window(struct td_queue *q, uint64_t start, uint64_t nr_sectors) td_nonnull(1);
+
+/*
+ * Start a tag for @rq (the 2.6 blk_queue_start_tag, usable from prep).
+ * Queue lock held. Return: 0, or -EBUSY when no tag is free.
+ */
+int td_queue_start_tag(struct td_queue *q, struct td_request *rq) td_nonnull(1, 2);
+
+/* Accessors for prep functions and the front end. */
+/* Return: the size the queue exposes, in sectors (the window's, when one is set). */
+uint64_t td_queue_capacity(const struct td_queue *q) td_nonnull(1);
+/* Return: the size of the whole disk behind the queue, in sectors. */
+uint64_t td_queue_physical_capacity(const struct td_queue *q) td_nonnull(1);
+uint32_t td_queue_logical_block_size(const struct td_queue *q) td_nonnull(1);
+uint32_t td_queue_max_sectors(const struct td_queue *q) td_nonnull(1);
+enum td_queue_mode td_queue_mode(const struct td_queue *q) td_nonnull(1);
+struct td_stats *td_queue_stats(struct td_queue *q) td_nonnull(1);
+struct td_tag_map *td_queue_tag_map(struct td_queue *q) td_nonnull(1);
+struct td_rangelock *td_queue_rangelock(struct td_queue *q) td_nonnull(1);
+struct td_drive *td_queue_drive(struct td_queue *q) td_nonnull(1);
+
+struct td_queue_status {
+	enum td_queue_mode mode;
+	char elevator[16];
+	unsigned int depth;
+	unsigned int tags_in_use;
+	unsigned int in_flight;	   /* requests at the drive */
+	unsigned int queued;	   /* requests in the elevator and on the dispatch list */
+	unsigned int requests_used; /* requests taken from the pool */
+	unsigned int nr_requests;
+	uint32_t max_sectors;
+	uint32_t command_timeout_ms;
+	uint32_t max_retries;
+	bool barrier_pending;	   /* a flush is waiting for, or holding, the queue */
+	struct td_elv_tunables tunables;
+};
+
+/* Take a consistent snapshot of @q's state. */
+void td_queue_get_status(struct td_queue *q, struct td_queue_status *st) td_nonnull(1, 2);
+
+struct td_tag_info {
+	int tag;
+	enum td_op op;
+	uint64_t sector;
+	uint32_t nr_sectors;
+	uint64_t age_us; /* since dispatch */
+	uint32_t retries;
+	int32_t pid;
+	uint8_t cmd[TD_CMD_MAX];
+	uint8_t cmd_len;
+};
+
+/*
+ * Copy up to @max outstanding tagged commands, oldest first, into @out.
+ * Return: the number of outstanding commands (may exceed @max).
+ */
+unsigned int td_queue_get_tags(struct td_queue *q, struct td_tag_info *out, unsigned int max)
+	td_nonnull(1);
+
+#endif /* TAGDISK_QUEUE_H */

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * trace.h - blktrace-style events from the block layer, to live subscribers.
+ *
+ * The queue emits an event at each step of a request's life:
+ *   Q queued (a bio entered), M back merge, F front merge, G request
+ *   allocated, I inserted into the elevator, D dispatched to the drive (with
+ *   its tag), C completed (with its error), R requeued by a reset.
+ *
+ * Each subscriber (an admin connection running `trace`) has its own ring of
+ * events. Emitting never blocks and never allocates: when a subscriber's ring
+ * is full the event is dropped for it and counted, so a slow reader cannot
+ * slow the I/O path. With no subscriber, td_trace_emit() costs one relaxed
+ * atomic load.
+ *
+ * LOCKING: an internal mutex for the subscriber list and rings (last in the
+ * global order, tagdisk/queue.h); emit takes it only while someone listens.
+ */
+#ifndef TAGDISK_TRACE_H
+#define TAGDISK_TRACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "tagdisk/bio.h"
+#include "tagdisk/compiler.h"
+
+enum td_trace_action {
+	TD_TA_QUEUE = 'Q',
+	TD_TA_BACKMERGE = 'M',
+	TD_TA_FRONTMERGE = 'F',
+	TD_TA_GETRQ = 'G',
+	TD_TA_INSERT = 'I',
+	TD_TA_DISPATCH = 'D',
+	TD_TA_COMPLETE = 'C',
+	TD_TA_REQUEUE = 'R',
+};
+
+struct td_trace_event {
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	uint64_t sector;
+	uint32_t nr_sectors;
+	int32_t pid;
+	int32_t tag;   /* -1 when untagged */
+	int32_t error; /* C: 0 or negative errno */
+	uint8_t action; /* enum td_trace_action */
+	uint8_t op;	/* enum td_op */
+	uint8_t fua;
+};
+
+struct td_trace {
+	_Atomic unsigned int nr_subs; /* read lock-free by td_trace_emit() */
+	struct td_trace_priv *priv;
+};
+
+struct td_trace_sub;
+
+/* Return: a hub with no subscribers, or NULL (errno set). */
+struct td_trace *td_trace_create(void) td_warn_unused;
+/* Destroy @t; every subscriber must have unsubscribed. */
+void td_trace_destroy(struct td_trace *t) td_nonnull(1);
+
+/* Subscribe with a ring of @capacity events (rounded up to a power of two). Return: NULL on ENOMEM. */
+struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity) td_nonnull(1);
+void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub) td_nonnull(1, 2);
+
+/*
+ * Move up to @max events from @sub's ring to @out, oldest first.
+ * Return: the number moved; *@dropped gets the events dropped since the last call.
+ */
+size_t td_trace_read(struct td_trace *t, struct td_trace_sub *sub, struct td_trace_event *out,
+		     size_t max, uint64_t *dropped) td_nonnull(1, 2, 3, 5);
+
+void td_trace_emit_slow(struct td_trace *t, const struct td_trace_event *ev) td_nonnull(1, 2);
+
+/* Emit an event to every subscriber; a no-op when @t is NULL or nobody listens. */
+static inline void td_trace_emit(struct td_trace *t, enum td_trace_action action, enum td_op op,
+				 bool fua, uint64_t sector, uint32_t nr_sectors, int32_t pid,
+				 int32_t tag, int32_t error, uint64_t time_ns)
+{
+	if (td_likely(!t || !atomic_load_explicit(&t->nr_subs, memory_order_relaxed)))
+		return;
+	struct td_trace_event ev = {
+		.time_ns = time_ns, .sector = sector, .nr_sectors = nr_sectors, .pid = pid,
+		.tag = tag, .error = error, .action = (uint8_t)action, .op = (uint8_t)op,
+		.fua = fua,
+	};
+	td_trace_emit_slow(t, &ev);
+}
+
+#endif /* TAGDISK_TRACE_H */

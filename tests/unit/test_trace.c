@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_trace.c - the trace hub: delivery, ordering, overflow accounting, threads.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "tagdisk/trace.h"
+
+/*
+ * Subscribers live in the fixture so that teardown can unsubscribe whatever a
+ * failed assertion left behind, and the hub can still be destroyed cleanly.
+ */
+#define FX_SUBS 4
+
+struct trace_fixture {
+	struct td_trace *t;
+	struct td_trace_sub *subs[FX_SUBS];
+};
+
+static int trace_setup(void **state)
+{
+	struct trace_fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->t = td_trace_create();
+	assert_non_null(f->t);
+	*state = f;
+	return 0;
+}
+
+static int trace_teardown(void **state)
+{
+	struct trace_fixture *f = *state;
+
+	for (int i = 0; i < FX_SUBS; i++)
+		if (f->subs[i])
+			td_trace_unsubscribe(f->t, f->subs[i]);
+	td_trace_destroy(f->t);
+	free(f);
+	return 0;
+}
+
+/* Subscribe slot @i with @capacity; fails the test on error. */
+static struct td_trace_sub *fx_subscribe(struct trace_fixture *f, int i, size_t capacity)
+{
+	assert_null(f->subs[i]);
+	f->subs[i] = td_trace_subscribe(f->t, capacity);
+	assert_non_null(f->subs[i]);
+	return f->subs[i];
+}
+
+static void fx_unsubscribe(struct trace_fixture *f, int i)
+{
+	assert_non_null(f->subs[i]);
+	td_trace_unsubscribe(f->t, f->subs[i]);
+	f->subs[i] = NULL;
+}
+
+static unsigned int nr_subs(struct td_trace *t)
+{
+	return atomic_load(&t->nr_subs);
+}
+
+/* A queue event numbered @seq, carried in its sector; its time is 1000 + @seq. */
+static void emit_seq(struct td_trace *t, uint64_t seq)
+{
+	td_trace_emit(t, TD_TA_QUEUE, TD_OP_WRITE, false, seq, 8, 1, -1, 0, 1000 + seq);
+}
+
+static void test_trace_emit_with_null_hub_is_noop(void **state)
+{
+	(void)state;
+	td_trace_emit(NULL, TD_TA_QUEUE, TD_OP_READ, false, 0, 8, 1, -1, 0, 0);
+	td_trace_emit(NULL, TD_TA_COMPLETE, TD_OP_WRITE, true, 1, 8, 1, 3, -EIO, 0);
+}
+
+static void test_trace_emit_without_subscriber_delivers_nothing_later(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[4];
+	uint64_t dropped = 77;
+	struct td_trace_sub *sub;
+
+	assert_int_equal(nr_subs(f->t), 0);
+	for (uint64_t i = 0; i < 10; i++)
+		emit_seq(f->t, i);
+
+	sub = fx_subscribe(f, 0, 4);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 0);
+	assert_int_equal(dropped, 0);
+}
+
+static void test_trace_subscriber_receives_events_in_order_with_exact_fields(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace *t = f->t;
+	struct td_trace_event out[8];
+	uint64_t dropped = 99;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 8);
+
+	assert_int_equal(nr_subs(t), 1);
+	td_trace_emit(t, TD_TA_QUEUE, TD_OP_WRITE, true, 123456789012ULL, 16, 4242, -1, 0, 1000);
+	td_trace_emit(t, TD_TA_DISPATCH, TD_OP_READ, false, 2048, 256, 17, 31, 0, 2000);
+	td_trace_emit(t, TD_TA_COMPLETE, TD_OP_DISCARD, false, 7, 1, 0, 5, -EIO, 3000);
+
+	assert_int_equal(td_trace_read(t, sub, out, TD_ARRAY_SIZE(out), &dropped), 3);
+	assert_int_equal(dropped, 0);
+
+	assert_int_equal(out[0].action, 'Q');
+	assert_int_equal(out[0].op, TD_OP_WRITE);
+	assert_int_equal(out[0].fua, 1);
+	assert_int_equal(out[0].sector, 123456789012ULL);
+	assert_int_equal(out[0].nr_sectors, 16);
+	assert_int_equal(out[0].pid, 4242);
+	assert_int_equal(out[0].tag, -1);
+	assert_int_equal(out[0].error, 0);
+	assert_int_equal(out[0].time_ns, 1000);
+
+	assert_int_equal(out[1].action, 'D');
+	assert_int_equal(out[1].op, TD_OP_READ);
+	assert_int_equal(out[1].fua, 0);
+	assert_int_equal(out[1].sector, 2048);
+	assert_int_equal(out[1].nr_sectors, 256);
+	assert_int_equal(out[1].pid, 17);
+	assert_int_equal(out[1].tag, 31);
+	assert_int_equal(out[1].error, 0);
+	assert_int_equal(out[1].time_ns, 2000);
+
+	assert_int_equal(out[2].action, 'C');
+	assert_int_equal(out[2].op, TD_OP_DISCARD);
+	assert_int_equal(out[2].fua, 0);
+	assert_int_equal(out[2].sector, 7);
+	assert_int_equal(out[2].nr_sectors, 1);
+	assert_int_equal(out[2].pid, 0);
+	assert_int_equal(out[2].tag, 5);
+	assert_int_equal(out[2].error, -EIO);
+	assert_int_equal(out[2].time_ns, 3000);
+
+	/* Read moves events out: nothing is left. */
+	assert_int_equal(td_trace_read(t, sub, out, TD_ARRAY_SIZE(out), &dropped), 0);
+	fx_unsubscribe(f, 0);
+	assert_int_equal(nr_subs(t), 0);
+}
+
+static void test_trace_read_respects_max_and_keeps_the_rest(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[8];
+	uint64_t dropped;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 8);
+
+	for (uint64_t i = 0; i < 5; i++)
+		emit_seq(f->t, i);
+	assert_int_equal(td_trace_read(f->t, sub, out, 2, &dropped), 2);
+	assert_int_equal(out[0].sector, 0);
+	assert_int_equal(out[1].sector, 1);
+	assert_int_equal(td_trace_read(f->t, sub, out, 0, &dropped), 0);
+	assert_int_equal(td_trace_read(f->t, sub, out, 8, &dropped), 3);
+	assert_int_equal(out[0].sector, 2);
+	assert_int_equal(out[1].sector, 3);
+	assert_int_equal(out[2].sector, 4);
+	assert_int_equal(out[2].time_ns, 1004);
+	assert_int_equal(dropped, 0);
+}
+
+static void test_trace_ring_wraps_around_keeping_order(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[4];
+	uint64_t dropped;
+	uint64_t next_emit = 0;
+	uint64_t next_read = 0;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 4);
+
+	/* Emit 3, read 2, then the rest: head and tail go round the ring of 4 many times. */
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < 3; i++)
+			emit_seq(f->t, next_emit++);
+		size_t n = td_trace_read(f->t, sub, out, 2, &dropped);
+
+		assert_int_equal(n, 2);
+		assert_int_equal(dropped, 0);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(out[i].sector, next_read++);
+		n = td_trace_read(f->t, sub, out, 4, &dropped);
+		assert_int_equal(n, 1);
+		assert_int_equal(out[0].sector, next_read++);
+	}
+	assert_int_equal(next_read, 60);
+
+	/* A full ring read in one call whose oldest event is not at index 0. */
+	for (int i = 0; i < 4; i++)
+		emit_seq(f->t, next_emit++);
+	assert_int_equal(td_trace_read(f->t, sub, out, 4, &dropped), 4);
+	assert_int_equal(dropped, 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(out[i].sector, next_read++);
+}
+
+static void test_trace_overflow_drops_newest_and_counts_exactly(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[16];
+	uint64_t dropped = 0;
+	/* 5 rounds up to a ring of 8. */
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 5);
+
+	for (uint64_t i = 0; i < 11; i++)
+		emit_seq(f->t, i);
+
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 8);
+	assert_int_equal(dropped, 3);
+	for (uint64_t i = 0; i < 8; i++)
+		assert_int_equal(out[i].sector, i);
+
+	/* The count is reset by the read that reported it. */
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 0);
+	assert_int_equal(dropped, 0);
+
+	/* Room again: new events arrive, and a later overflow counts from zero. */
+	for (uint64_t i = 100; i < 110; i++)
+		emit_seq(f->t, i);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 8);
+	assert_int_equal(dropped, 2);
+	assert_int_equal(out[0].sector, 100);
+	assert_int_equal(out[7].sector, 107);
+}
+
+static void test_trace_capacity_zero_and_one_hold_one_event(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[4];
+	uint64_t dropped;
+	struct td_trace_sub *zero = fx_subscribe(f, 0, 0);
+	struct td_trace_sub *one = fx_subscribe(f, 1, 1);
+
+	for (uint64_t i = 0; i < 3; i++)
+		emit_seq(f->t, i);
+	assert_int_equal(td_trace_read(f->t, zero, out, 4, &dropped), 1);
+	assert_int_equal(out[0].sector, 0);
+	assert_int_equal(dropped, 2);
+	assert_int_equal(td_trace_read(f->t, one, out, 4, &dropped), 1);
+	assert_int_equal(out[0].sector, 0);
+	assert_int_equal(dropped, 2);
+}
+
+static void test_trace_subscribe_too_large_fails_with_enomem(void **state)
+{
+	struct trace_fixture *f = *state;
+
+	errno = 0;
+	assert_null(td_trace_subscribe(f->t, SIZE_MAX));
+	assert_int_equal(errno, ENOMEM);
+	errno = 0;
+	/* The smallest capacity whose ring size in bytes could overflow. */
+	assert_null(td_trace_subscribe(f->t, SIZE_MAX / 2 / sizeof(struct td_trace_event) + 1));
+	assert_int_equal(errno, ENOMEM);
+	assert_int_equal(nr_subs(f->t), 0);
+}
+
+static void test_trace_two_subscribers_each_get_every_event(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[16];
+	uint64_t dropped;
+	struct td_trace_sub *a = fx_subscribe(f, 0, 16);
+	struct td_trace_sub *b = fx_subscribe(f, 1, 4);
+
+	assert_int_equal(nr_subs(f->t), 2);
+	for (uint64_t i = 0; i < 6; i++)
+		emit_seq(f->t, i);
+
+	/* Each ring is independent: b overflows, a does not. */
+	assert_int_equal(td_trace_read(f->t, a, out, TD_ARRAY_SIZE(out), &dropped), 6);
+	assert_int_equal(dropped, 0);
+	for (uint64_t i = 0; i < 6; i++)
+		assert_int_equal(out[i].sector, i);
+	assert_int_equal(td_trace_read(f->t, b, out, TD_ARRAY_SIZE(out), &dropped), 4);
+	assert_int_equal(dropped, 2);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(out[i].sector, i);
+}
+
+static void test_trace_unsubscribe_stops_delivery(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[8];
+	uint64_t dropped;
+	struct td_trace_sub *b;
+
+	fx_subscribe(f, 0, 8);
+	b = fx_subscribe(f, 1, 8);
+	emit_seq(f->t, 1);
+	fx_unsubscribe(f, 0);
+	assert_int_equal(nr_subs(f->t), 1);
+	emit_seq(f->t, 2);
+
+	assert_int_equal(td_trace_read(f->t, b, out, TD_ARRAY_SIZE(out), &dropped), 2);
+	assert_int_equal(out[0].sector, 1);
+	assert_int_equal(out[1].sector, 2);
+
+	fx_unsubscribe(f, 1);
+	assert_int_equal(nr_subs(f->t), 0);
+	/* Nobody listens any more: emitting is harmless. */
+	emit_seq(f->t, 3);
+
+	/* A fresh subscriber starts empty. */
+	b = fx_subscribe(f, 0, 8);
+	assert_int_equal(td_trace_read(f->t, b, out, TD_ARRAY_SIZE(out), &dropped), 0);
+	assert_int_equal(dropped, 0);
+	fx_unsubscribe(f, 0);
+	assert_int_equal(nr_subs(f->t), 0);
+}
+
+#define MT_EMITTERS   4
+#define MT_EVENTS     50000
+#define MT_RING	      1024
+#define MT_READ_BATCH 64
+
+struct mt_emitter {
+	pthread_t thread;
+	struct td_trace *t;
+	int32_t id;
+	_Atomic int *finished;
+};
+
+static void *mt_emitter_main(void *arg)
+{
+	struct mt_emitter *e = arg;
+
+	for (uint64_t seq = 0; seq < MT_EVENTS; seq++)
+		td_trace_emit(e->t, TD_TA_QUEUE, TD_OP_READ, false, seq, 8, e->id, -1, 0, seq);
+	atomic_fetch_add(e->finished, 1);
+	return NULL;
+}
+
+struct mt_churn {
+	pthread_t thread;
+	struct td_trace *t;
+	_Atomic int *finished;
+	unsigned long rounds;
+	bool failed;
+};
+
+/* Subscribes and unsubscribes while the emitters run, racing the list changes. */
+static void *mt_churn_main(void *arg)
+{
+	struct mt_churn *c = arg;
+	struct td_trace_event out[MT_READ_BATCH];
+	uint64_t dropped;
+
+	while (atomic_load(c->finished) < MT_EMITTERS) {
+		struct td_trace_sub *sub = td_trace_subscribe(c->t, 16);
+
+		if (!sub) {
+			c->failed = true;
+			break;
+		}
+		(void)td_trace_read(c->t, sub, out, MT_READ_BATCH, &dropped);
+		td_trace_unsubscribe(c->t, sub);
+		c->rounds++;
+	}
+	return NULL;
+}
+
+static void test_trace_concurrent_emitters_lose_nothing_unaccounted(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct mt_emitter emitters[MT_EMITTERS];
+	struct td_trace_event out[MT_READ_BATCH];
+	uint64_t received[MT_EMITTERS] = { 0 };
+	int64_t last_seq[MT_EMITTERS];
+	uint64_t total_received = 0;
+	uint64_t total_dropped = 0;
+	uint64_t bad_emitter = 0;
+	uint64_t out_of_order = 0;
+	uint64_t bad_fields = 0;
+	_Atomic int finished = 0;
+	struct mt_churn churn = { .t = f->t, .finished = &finished };
+	struct td_trace_sub *sub = fx_subscribe(f, 0, MT_RING);
+	bool done = false;
+
+	for (int i = 0; i < MT_EMITTERS; i++)
+		last_seq[i] = -1;
+	for (int i = 0; i < MT_EMITTERS; i++) {
+		emitters[i] = (struct mt_emitter){ .t = f->t, .id = i, .finished = &finished };
+		assert_int_equal(pthread_create(&emitters[i].thread, NULL, mt_emitter_main,
+						&emitters[i]),
+				 0);
+	}
+	assert_int_equal(pthread_create(&churn.thread, NULL, mt_churn_main, &churn), 0);
+
+	/* No assertion until the threads are joined: a failure must not free the hub under them. */
+	while (!done) {
+		/* Sampled before the read: once every emitter is done, one empty read ends it. */
+		bool all_finished = atomic_load(&finished) == MT_EMITTERS;
+		uint64_t dropped = 0;
+		size_t n = td_trace_read(f->t, sub, out, MT_READ_BATCH, &dropped);
+
+		total_dropped += dropped;
+		for (size_t i = 0; i < n; i++) {
+			int32_t id = out[i].pid;
+
+			if (id < 0 || id >= MT_EMITTERS) {
+				bad_emitter++;
+				continue;
+			}
+			if ((int64_t)out[i].sector <= last_seq[id])
+				out_of_order++;
+			if (out[i].time_ns != out[i].sector || out[i].action != TD_TA_QUEUE ||
+			    out[i].nr_sectors != 8)
+				bad_fields++;
+			last_seq[id] = (int64_t)out[i].sector;
+			received[id]++;
+		}
+		total_received += n;
+		done = all_finished && n == 0;
+	}
+	for (int i = 0; i < MT_EMITTERS; i++)
+		assert_int_equal(pthread_join(emitters[i].thread, NULL), 0);
+	assert_int_equal(pthread_join(churn.thread, NULL), 0);
+
+	assert_false(churn.failed);
+	assert_int_equal(bad_emitter, 0);
+	assert_int_equal(out_of_order, 0);
+	assert_int_equal(bad_fields, 0);
+	assert_int_equal(total_received + total_dropped, (uint64_t)MT_EMITTERS * MT_EVENTS);
+	for (int i = 0; i < MT_EMITTERS; i++)
+		assert_true(received[i] <= MT_EVENTS);
+	fx_unsubscribe(f, 0);
+	assert_int_equal(nr_subs(f->t), 0);
+}
+
+#define TRACE_TEST(fn) cmocka_unit_test_setup_teardown(fn, trace_setup, trace_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trace_emit_with_null_hub_is_noop),
+		TRACE_TEST(test_trace_emit_without_subscriber_delivers_nothing_later),
+		TRACE_TEST(test_trace_subscriber_receives_events_in_order_with_exact_fields),
+		TRACE_TEST(test_trace_read_respects_max_and_keeps_the_rest),
+		TRACE_TEST(test_trace_ring_wraps_around_keeping_order),
+		TRACE_TEST(test_trace_overflow_drops_newest_and_counts_exactly),
+		TRACE_TEST(test_trace_capacity_zero_and_one_hold_one_event),
+		TRACE_TEST(test_trace_subscribe_too_large_fails_with_enomem),
+		TRACE_TEST(test_trace_two_subscribers_each_get_every_event),
+		TRACE_TEST(test_trace_unsubscribe_stops_delivery),
+		TRACE_TEST(test_trace_concurrent_emitters_lose_nothing_unaccounted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
