@@ -1,0 +1,1999 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * test_config.c - unit tests for tagdiskd's configuration and command line.
+ *
+ * Expected values and messages are written out in full. Files are written
+ * under a fresh mkdtemp() directory per test and removed afterwards; the
+ * example etc/tagdisk.ini is read relative to the repository root, where the
+ * tests run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "tagdisk/config.h"
+
+#ifndef TD_VERSION
+#define TD_VERSION "unknown"
+#endif
+
+#define EXAMPLE_INI "etc/tagdisk.ini"
+
+struct tmp {
+	char dir[64];
+	char err[1024];
+};
+
+static int setup_tmp(void **state)
+{
+	struct tmp *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	snprintf(t->dir, sizeof(t->dir), "/tmp/tagdisk-config.XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	*state = t;
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown_tmp(void **state)
+{
+	struct tmp *t = *state;
+
+	nftw(t->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(t);
+	return 0;
+}
+
+/* Return: a static buffer holding @dir/@name (one of four rotating buffers). */
+static const char *path_in(const struct tmp *t, const char *name)
+{
+	static char bufs[4][PATH_MAX];
+	static unsigned int next;
+	char *buf = bufs[next++ % 4];
+
+	snprintf(buf, PATH_MAX, "%s/%s", t->dir, name);
+	return buf;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void make_file_of_size(const char *path, off_t size)
+{
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, size), 0);
+	assert_int_equal(close(fd), 0);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static int nr_entries;
+
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	nr_entries++;
+	return 0;
+}
+
+/* Return: the number of files and directories under @dir, itself included. */
+static int count_entries(const char *dir)
+{
+	nr_entries = 0;
+	assert_int_equal(nftw(dir, count_entry, 16, FTW_PHYS), 0);
+	return nr_entries;
+}
+
+static void assert_str_or_null_equal(const char *a, const char *b)
+{
+	if (!a || !b)
+		assert_ptr_equal(a, b);
+	else
+		assert_string_equal(a, b);
+}
+
+static void assert_config_equal(const struct td_config *a, const struct td_config *b)
+{
+	assert_str_or_null_equal(a->image, b->image);
+	assert_int_equal(a->size_bytes, b->size_bytes);
+	assert_str_or_null_equal(a->mountpoint, b->mountpoint);
+	assert_string_equal(a->name, b->name);
+	assert_int_equal(a->read_only, b->read_only);
+	assert_int_equal(a->logical_block_size, b->logical_block_size);
+	assert_int_equal(a->allow_other, b->allow_other);
+	assert_int_equal(a->mode, b->mode);
+	assert_string_equal(a->elevator, b->elevator);
+	assert_int_equal(a->nr_requests, b->nr_requests);
+	assert_int_equal(a->max_sectors, b->max_sectors);
+	assert_int_equal(a->tunables.read_expire_ms, b->tunables.read_expire_ms);
+	assert_int_equal(a->tunables.write_expire_ms, b->tunables.write_expire_ms);
+	assert_int_equal(a->tunables.fifo_batch, b->tunables.fifo_batch);
+	assert_int_equal(a->tunables.writes_starved, b->tunables.writes_starved);
+	assert_int_equal(a->depth, b->depth);
+	assert_int_equal(a->workers, b->workers);
+	assert_int_equal(a->model, b->model);
+	assert_int_equal(a->hdd.rpm, b->hdd.rpm);
+	assert_int_equal(a->hdd.seek_track_us, b->hdd.seek_track_us);
+	assert_int_equal(a->hdd.seek_full_us, b->hdd.seek_full_us);
+	assert_int_equal(a->hdd.transfer_mb_s, b->hdd.transfer_mb_s);
+	assert_int_equal(a->hdd.overhead_us, b->hdd.overhead_us);
+	assert_int_equal(a->hdd.sectors_per_track, b->hdd.sectors_per_track);
+	assert_int_equal(a->ssd.latency_us, b->ssd.latency_us);
+	assert_int_equal(a->ssd.transfer_mb_s, b->ssd.transfer_mb_s);
+	assert_int_equal(a->write_cache, b->write_cache);
+	assert_int_equal(a->cache_size, b->cache_size);
+	assert_int_equal(a->command_timeout_ms, b->command_timeout_ms);
+	assert_int_equal(a->max_retries, b->max_retries);
+	assert_int_equal(a->seed, b->seed);
+	assert_str_or_null_equal(a->socket, b->socket);
+	assert_int_equal(a->socket_mode, b->socket_mode);
+	assert_str_or_null_equal(a->socket_group, b->socket_group);
+	assert_int_equal(a->socket_gid, b->socket_gid);
+	assert_str_or_null_equal(a->config_file, b->config_file);
+	assert_int_equal(a->foreground, b->foreground);
+	assert_int_equal(a->verbose, b->verbose);
+	assert_int_equal(a->nr_fuse_opts, b->nr_fuse_opts);
+	for (size_t i = 0; i < a->nr_fuse_opts; i++)
+		assert_string_equal(a->fuse_opts[i], b->fuse_opts[i]);
+}
+
+/* ---- defaults and the key table --------------------------------------- */
+
+static void test_config_init_sets_documented_defaults(void **state)
+{
+	struct td_config c;
+
+	(void)state;
+	memset(&c, 0xa5, sizeof(c));
+	td_config_init(&c);
+	assert_null(c.image);
+	assert_int_equal(c.size_bytes, 0);
+	assert_null(c.mountpoint);
+	assert_string_equal(c.name, "disk");
+	assert_false(c.read_only);
+	assert_int_equal(c.logical_block_size, 512);
+	assert_false(c.allow_other);
+	assert_int_equal(c.mode, TD_MODE_RQ);
+	assert_string_equal(c.elevator, "deadline");
+	assert_int_equal(c.nr_requests, 128);
+	assert_int_equal(c.max_sectors, 2048);
+	assert_int_equal(c.tunables.read_expire_ms, 500);
+	assert_int_equal(c.tunables.write_expire_ms, 5000);
+	assert_int_equal(c.tunables.fifo_batch, 16);
+	assert_int_equal(c.tunables.writes_starved, 2);
+	assert_int_equal(c.depth, 32);
+	assert_int_equal(c.workers, 4);
+	assert_int_equal(c.model, TD_MODEL_NONE);
+	assert_int_equal(c.hdd.rpm, 7200);
+	assert_int_equal(c.hdd.seek_track_us, 500);
+	assert_int_equal(c.hdd.seek_full_us, 12000);
+	assert_int_equal(c.hdd.transfer_mb_s, 150);
+	assert_int_equal(c.hdd.overhead_us, 50);
+	assert_int_equal(c.hdd.sectors_per_track, 2048);
+	assert_int_equal(c.ssd.latency_us, 80);
+	assert_int_equal(c.ssd.transfer_mb_s, 2000);
+	assert_int_equal(c.write_cache, TD_WC_WRITEBACK);
+	assert_int_equal(c.cache_size, 64ULL << 20);
+	assert_int_equal(c.command_timeout_ms, 30000);
+	assert_int_equal(c.max_retries, 5);
+	assert_int_equal(c.seed, 1);
+	assert_null(c.socket);
+	assert_int_equal(c.socket_mode, 0660);
+	assert_null(c.socket_group);
+	assert_int_equal(c.socket_gid, (gid_t)-1);
+	assert_null(c.config_file);
+	assert_false(c.foreground);
+	assert_int_equal(c.verbose, 0);
+	assert_null(c.fuse_opts);
+	assert_int_equal(c.nr_fuse_opts, 0);
+	td_config_free(&c);
+}
+
+/* Setting each key to the table's default text changes nothing: table and init agree. */
+static void test_config_table_defaults_equal_init(void **state)
+{
+	struct td_config def, c;
+	char err[512];
+
+	(void)state;
+	td_config_init(&def);
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		const struct td_config_key *k = &td_config_keys[i];
+
+		if (!k->default_value)
+			continue;
+		td_config_init(&c);
+		assert_int_equal(
+		    td_config_set(&c, k->section, k->key, k->default_value, err, sizeof(err)), 0);
+		assert_config_equal(&c, &def);
+		td_config_free(&c);
+	}
+	td_config_free(&def);
+}
+
+static void test_config_table_lists_each_key_once_with_reload_flags(void **state)
+{
+	static const char *const reloadable[] = {
+	    "queue:elevator",		"tags:depth",	     "queue:read_expire_ms",
+	    "queue:write_expire_ms",	"queue:fifo_batch",  "queue:writes_starved",
+	    "drive:command_timeout_ms", "drive:max_retries",
+	};
+	static const char *const no_default[] = {"disk:image", "disk:mountpoint", "admin:socket"};
+	unsigned int nr_reloadable = 0, nr_no_default = 0;
+
+	(void)state;
+	assert_int_equal(td_config_nr_keys, 34);
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		const struct td_config_key *k = &td_config_keys[i];
+		char name[64];
+		bool listed = false;
+
+		assert_non_null(k->type);
+		assert_non_null(k->help);
+		assert_true(strlen(k->help) > 10);
+		for (size_t j = 0; j < i; j++)
+			assert_false(strcmp(td_config_keys[j].section, k->section) == 0 &&
+				     strcmp(td_config_keys[j].key, k->key) == 0);
+		assert_ptr_equal(td_config_find_key(k->section, k->key), k);
+		snprintf(name, sizeof(name), "%s:%s", k->section, k->key);
+		for (size_t j = 0; j < TD_ARRAY_SIZE(reloadable); j++)
+			listed |= strcmp(reloadable[j], name) == 0;
+		assert_int_equal(k->reloadable, listed);
+		nr_reloadable += k->reloadable;
+		listed = false;
+		for (size_t j = 0; j < TD_ARRAY_SIZE(no_default); j++)
+			listed |= strcmp(no_default[j], name) == 0;
+		assert_int_equal(k->default_value == NULL, listed);
+		nr_no_default += !k->default_value;
+	}
+	assert_int_equal(nr_reloadable, 8);
+	assert_int_equal(nr_no_default, 3);
+}
+
+static void test_config_find_key_ignores_case_and_rejects_unknown(void **state)
+{
+	const struct td_config_key *k;
+
+	(void)state;
+	k = td_config_find_key("TAGS", "Depth");
+	assert_non_null(k);
+	assert_string_equal(k->section, "tags");
+	assert_string_equal(k->key, "depth");
+	assert_null(td_config_find_key("tags", "deep"));
+	assert_null(td_config_find_key("tag", "depth"));
+	assert_null(td_config_find_key("queue", "depth"));
+}
+
+/* ---- td_config_set: values -------------------------------------------- */
+
+struct bad_value {
+	const char *section;
+	const char *key;
+	const char *value;
+	const char *message;
+};
+
+static void test_config_set_rejects_bad_values_with_exact_message(void **state)
+{
+	static const struct bad_value cases[] = {
+	    /* numbers: syntax */
+	    {"queue", "nr_requests", "abc", "[queue] nr_requests = \"abc\": not a number"},
+	    {"tags", "depth", "-1", "[tags] depth = \"-1\": not a number"},
+	    {"tags", "depth", "+1", "[tags] depth = \"+1\": not a number"},
+	    {"queue", "read_expire_ms", "1.5", "[queue] read_expire_ms = \"1.5\": not a number"},
+	    {"queue", "fifo_batch", "", "[queue] fifo_batch = \"\": not a number"},
+	    {"tags", "depth", "32x", "[tags] depth = \"32x\": not a number"},
+	    {"tags", "depth", " 32", "[tags] depth = \" 32\": not a number"},
+	    {"drive", "workers", "0x4", "[drive] workers = \"0x4\": not a number"},
+	    /* numbers: range, overflow included */
+	    {"tags", "depth", "0", "[tags] depth = \"0\": must be between 1 and 4096"},
+	    {"tags", "depth", "4097", "[tags] depth = \"4097\": must be between 1 and 4096"},
+	    {"drive", "max_retries", "99999999999999999999999",
+	     "[drive] max_retries = \"99999999999999999999999\": must be between 0 and 100"},
+	    {"queue", "nr_requests", "3",
+	     "[queue] nr_requests = \"3\": must be between 4 and 65536"},
+	    {"queue", "nr_requests", "65537",
+	     "[queue] nr_requests = \"65537\": must be between 4 and 65536"},
+	    {"queue", "max_sectors", "7",
+	     "[queue] max_sectors = \"7\": must be between 8 and 65536"},
+	    {"queue", "read_expire_ms", "0",
+	     "[queue] read_expire_ms = \"0\": must be between 1 and 3600000"},
+	    {"queue", "write_expire_ms", "3600001",
+	     "[queue] write_expire_ms = \"3600001\": must be between 1 and 3600000"},
+	    {"queue", "fifo_batch", "4097",
+	     "[queue] fifo_batch = \"4097\": must be between 1 and 4096"},
+	    {"queue", "writes_starved", "1025",
+	     "[queue] writes_starved = \"1025\": must be between 0 and 1024"},
+	    {"drive", "workers", "257", "[drive] workers = \"257\": must be between 0 and 256"},
+	    {"drive", "hdd_rpm", "999",
+	     "[drive] hdd_rpm = \"999\": must be between 1000 and 30000"},
+	    {"drive", "hdd_rpm", "30001",
+	     "[drive] hdd_rpm = \"30001\": must be between 1000 and 30000"},
+	    {"drive", "hdd_seek_track_us", "1000001",
+	     "[drive] hdd_seek_track_us = \"1000001\": must be between 0 and 1000000"},
+	    {"drive", "hdd_seek_full_us", "10000001",
+	     "[drive] hdd_seek_full_us = \"10000001\": must be between 0 and 10000000"},
+	    {"drive", "hdd_transfer_mb_s", "0",
+	     "[drive] hdd_transfer_mb_s = \"0\": must be between 1 and 100000"},
+	    {"drive", "hdd_overhead_us", "1000001",
+	     "[drive] hdd_overhead_us = \"1000001\": must be between 0 and 1000000"},
+	    {"drive", "hdd_sectors_per_track", "7",
+	     "[drive] hdd_sectors_per_track = \"7\": must be between 8 and 1048576"},
+	    {"drive", "ssd_latency_us", "10000001",
+	     "[drive] ssd_latency_us = \"10000001\": must be between 0 and 10000000"},
+	    {"drive", "ssd_transfer_mb_s", "1000001",
+	     "[drive] ssd_transfer_mb_s = \"1000001\": must be between 1 and 1000000"},
+	    {"drive", "command_timeout_ms", "3600001",
+	     "[drive] command_timeout_ms = \"3600001\": must be between 0 and 3600000"},
+	    /* sizes */
+	    {"disk", "size", "1.5G",
+	     "[disk] size = \"1.5G\": not a size (a whole number of bytes, or with a K, M, G or"
+	     " T suffix)"},
+	    {"disk", "size", "-1",
+	     "[disk] size = \"-1\": not a size (a whole number of bytes, or with a K, M, G or"
+	     " T suffix)"},
+	    {"disk", "size", "4KB",
+	     "[disk] size = \"4KB\": not a size (a whole number of bytes, or with a K, M, G or"
+	     " T suffix)"},
+	    {"disk", "size", "",
+	     "[disk] size = \"\": not a size (a whole number of bytes, or with a K, M, G or"
+	     " T suffix)"},
+	    {"disk", "size", "8388608T",
+	     "[disk] size = \"8388608T\": must be between 0 and 9223372036854775807"},
+	    {"disk", "size", "99999999999999999999",
+	     "[disk] size = \"99999999999999999999\": must be between 0 and 9223372036854775807"},
+	    {"drive", "cache_size", "1023K",
+	     "[drive] cache_size = \"1023K\": must be between 1M and 16G"},
+	    {"drive", "cache_size", "17G",
+	     "[drive] cache_size = \"17G\": must be between 1M and 16G"},
+	    {"drive", "cache_size", "64 M",
+	     "[drive] cache_size = \"64 M\": not a size (a whole number of bytes, or with a K, M,"
+	     " G or T suffix)"},
+	    /* booleans */
+	    {"disk", "read_only", "maybe",
+	     "[disk] read_only = \"maybe\": not a boolean (true/false, yes/no, on/off, 1/0)"},
+	    {"disk", "allow_other", "2",
+	     "[disk] allow_other = \"2\": not a boolean (true/false, yes/no, on/off, 1/0)"},
+	    /* choices */
+	    {"disk", "logical_block_size", "1024",
+	     "[disk] logical_block_size = \"1024\": must be 512 or 4096"},
+	    {"disk", "logical_block_size", "4K",
+	     "[disk] logical_block_size = \"4K\": not a number"},
+	    {"queue", "mode", "mq", "[queue] mode = \"mq\": must be rq or bio"},
+	    {"drive", "model", "tape", "[drive] model = \"tape\": must be none, hdd or ssd"},
+	    {"drive", "write_cache", "none",
+	     "[drive] write_cache = \"none\": must be writeback, writethrough or volatile"},
+	    /* seed */
+	    {"drive", "seed", "0x",
+	     "[drive] seed = \"0x\": not a number (decimal, or hexadecimal after 0x)"},
+	    {"drive", "seed", "0xg1",
+	     "[drive] seed = \"0xg1\": not a number (decimal, or hexadecimal after 0x)"},
+	    {"drive", "seed", "18446744073709551616",
+	     "[drive] seed = \"18446744073709551616\": must be between 0 and 18446744073709551615"},
+	    {"drive", "seed", "0x10000000000000000",
+	     "[drive] seed = \"0x10000000000000000\": must be between 0 and 18446744073709551615"},
+	    /* octal mode */
+	    {"admin", "socket_mode", "0778", "[admin] socket_mode = \"0778\": not an octal number"},
+	    {"admin", "socket_mode", "rw", "[admin] socket_mode = \"rw\": not an octal number"},
+	    {"admin", "socket_mode", "", "[admin] socket_mode = \"\": not an octal number"},
+	    {"admin", "socket_mode", "1000",
+	     "[admin] socket_mode = \"1000\": must be between 0 and 0777"},
+	    /* strings and paths */
+	    {"disk", "name", "", "[disk] name = \"\": must not be empty"},
+	    {"disk", "name", "a/b", "[disk] name = \"a/b\": must not contain '/'"},
+	    {"disk", "name", ".", "[disk] name = \".\": must not be \".\" or \"..\""},
+	    {"disk", "name", "..", "[disk] name = \"..\": must not be \".\" or \"..\""},
+	    {"disk", "name", "a\tb",
+	     "[disk] name = \"a\\x09b\": must not contain control characters"},
+	    {"disk", "name", "say \"hi\"\x7f",
+	     "[disk] name = \"say \\\"hi\\\"\\x7f\": must not contain control characters"},
+	    {"disk", "image", "", "[disk] image = \"\": must not be empty"},
+	    {"disk", "mountpoint", "", "[disk] mountpoint = \"\": must not be empty"},
+	    {"admin", "socket", "", "[admin] socket = \"\": must not be empty"},
+	};
+	struct td_config def, c;
+	struct tmp *t = *state;
+
+	td_config_init(&def);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		td_config_init(&c);
+		t->err[0] = '\0';
+		assert_int_equal(td_config_set(&c, cases[i].section, cases[i].key, cases[i].value,
+					       t->err, sizeof(t->err)),
+				 -EINVAL);
+		assert_string_equal(t->err, cases[i].message);
+		assert_config_equal(&c, &def); /* a rejected value changes nothing */
+		td_config_free(&c);
+	}
+	td_config_free(&def);
+}
+
+static void test_config_set_rejects_unknown_elevator_listing_known_ones(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char names[256], expect[512];
+
+	td_elv_names(names, sizeof(names));
+	assert_non_null(strstr(names, "noop"));
+	assert_non_null(strstr(names, "deadline"));
+	snprintf(expect, sizeof(expect), "[queue] elevator = \"cfq\": unknown elevator (known: %s)",
+		 names);
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "queue", "elevator", "cfq", t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(t->err, expect);
+	/* Elevator names are exact: the registry knows "noop", not "NOOP". */
+	assert_int_equal(td_config_set(&c, "queue", "elevator", "NOOP", t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(c.elevator, "deadline");
+	assert_int_equal(td_config_set(&c, "queue", "elevator", "noop", t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.elevator, "noop");
+	td_config_free(&c);
+}
+
+static void test_config_set_name_longer_than_255_bytes_is_rejected(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char name[300];
+	char expect[600];
+
+	memset(name, 'n', 256);
+	name[256] = '\0';
+	snprintf(expect, sizeof(expect), "[disk] name = \"%s\": longer than 255 bytes", name);
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "disk", "name", name, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	name[255] = '\0';
+	assert_int_equal(td_config_set(&c, "disk", "name", name, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.name, name);
+	td_config_free(&c);
+}
+
+static void test_config_set_accepts_boundaries_and_alternate_spellings(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+
+	td_config_init(&c);
+#define SET_OK(sec, key, val)                                                                      \
+	assert_int_equal(td_config_set(&c, sec, key, val, t->err, sizeof(t->err)), 0)
+	SET_OK("tags", "depth", "1");
+	assert_int_equal(c.depth, 1);
+	SET_OK("tags", "depth", "4096");
+	assert_int_equal(c.depth, 4096);
+	SET_OK("tags", "depth", "0032");
+	assert_int_equal(c.depth, 32);
+	SET_OK("queue", "writes_starved", "0");
+	assert_int_equal(c.tunables.writes_starved, 0);
+	SET_OK("drive", "workers", "0");
+	assert_int_equal(c.workers, 0);
+	SET_OK("drive", "workers", "256");
+	assert_int_equal(c.workers, 256);
+	SET_OK("admin", "socket_mode", "660");
+	assert_int_equal(c.socket_mode, 0660);
+	SET_OK("admin", "socket_mode", "0600");
+	assert_int_equal(c.socket_mode, 0600);
+	SET_OK("admin", "socket_mode", "0");
+	assert_int_equal(c.socket_mode, 0);
+	SET_OK("admin", "socket_mode", "777");
+	assert_int_equal(c.socket_mode, 0777);
+	SET_OK("drive", "seed", "0xFFFFFFFFFFFFFFFF");
+	assert_int_equal(c.seed, UINT64_MAX);
+	SET_OK("drive", "seed", "0x2a");
+	assert_int_equal(c.seed, 42);
+	SET_OK("drive", "seed", "18446744073709551615");
+	assert_int_equal(c.seed, UINT64_MAX);
+	SET_OK("drive", "seed", "0");
+	assert_int_equal(c.seed, 0);
+	SET_OK("disk", "logical_block_size", "4096");
+	assert_int_equal(c.logical_block_size, 4096);
+	SET_OK("queue", "mode", "BIO");
+	assert_int_equal(c.mode, TD_MODE_BIO);
+	SET_OK("drive", "model", "Ssd");
+	assert_int_equal(c.model, TD_MODEL_SSD);
+	SET_OK("drive", "write_cache", "WriteThrough");
+	assert_int_equal(c.write_cache, TD_WC_WRITETHROUGH);
+	SET_OK("drive", "cache_size", "1M");
+	assert_int_equal(c.cache_size, 1ULL << 20);
+	SET_OK("drive", "cache_size", "16GiB");
+	assert_int_equal(c.cache_size, 16ULL << 30);
+	SET_OK("disk", "size", "9223372036854775807");
+	assert_int_equal(c.size_bytes, 9223372036854775807ULL);
+	SET_OK("disk", "read_only", "ON");
+	assert_true(c.read_only);
+	SET_OK("admin", "socket_group", "wheel");
+	assert_string_equal(c.socket_group, "wheel");
+	SET_OK("admin", "socket_group", "");
+	assert_null(c.socket_group);
+	SET_OK("disk", "image", "/a/b.img");
+	SET_OK("disk", "image", "/c/d.img");
+	assert_string_equal(c.image, "/c/d.img");
+	SET_OK("disk", "name", "disk 2");
+	assert_string_equal(c.name, "disk 2");
+	SET_OK("QUEUE", "Nr_Requests", "4");
+	assert_int_equal(c.nr_requests, 4);
+#undef SET_OK
+	td_config_free(&c);
+}
+
+static void test_config_set_rejects_unknown_section_and_key(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "bogus", "depth", "1", t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown section [bogus]");
+	assert_int_equal(td_config_set(&c, "queue", "foo", "1", t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown key [queue] foo");
+	/* A key of another section is unknown here. */
+	assert_int_equal(td_config_set(&c, "queue", "depth", "1", t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown key [queue] depth");
+	td_config_free(&c);
+}
+
+static void test_config_error_is_cut_to_errlen(void **state)
+{
+	struct td_config c;
+	char small[12];
+
+	(void)state;
+	memset(small, 'x', sizeof(small));
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "tags", "depth", "0", small, sizeof(small)), -EINVAL);
+	assert_string_equal(small, "[tags] dept");
+	/* No buffer at all is allowed too. */
+	assert_int_equal(td_config_set(&c, "tags", "depth", "0", NULL, 0), -EINVAL);
+	td_config_free(&c);
+}
+
+/* ---- the INI file ----------------------------------------------------- */
+
+struct kv {
+	const char *section;
+	const char *key;
+	const char *value;
+};
+
+/* A value for every key, none of them the default. */
+static const struct kv every_key[] = {
+    {"disk", "image", "/srv/img/a.img"},
+    {"disk", "size", "2G"},
+    {"disk", "mountpoint", "/srv/mnt"},
+    {"disk", "name", "vol0"},
+    {"disk", "read_only", "yes"},
+    {"disk", "logical_block_size", "4096"},
+    {"disk", "allow_other", "on"},
+    {"queue", "mode", "bio"},
+    {"queue", "elevator", "noop"},
+    {"queue", "nr_requests", "64"},
+    {"queue", "max_sectors", "1024"},
+    {"queue", "read_expire_ms", "250"},
+    {"queue", "write_expire_ms", "2500"},
+    {"queue", "fifo_batch", "8"},
+    {"queue", "writes_starved", "3"},
+    {"tags", "depth", "128"},
+    {"drive", "workers", "8"},
+    {"drive", "model", "hdd"},
+    {"drive", "hdd_rpm", "5400"},
+    {"drive", "hdd_seek_track_us", "700"},
+    {"drive", "hdd_seek_full_us", "15000"},
+    {"drive", "hdd_transfer_mb_s", "120"},
+    {"drive", "hdd_overhead_us", "60"},
+    {"drive", "hdd_sectors_per_track", "1024"},
+    {"drive", "ssd_latency_us", "100"},
+    {"drive", "ssd_transfer_mb_s", "3000"},
+    {"drive", "write_cache", "volatile"},
+    {"drive", "cache_size", "128M"},
+    {"drive", "command_timeout_ms", "10000"},
+    {"drive", "max_retries", "3"},
+    {"drive", "seed", "0x2a"},
+    {"admin", "socket", "/srv/tagdisk.sock"},
+    {"admin", "socket_mode", "0600"},
+    {"admin", "socket_group", "root"},
+};
+
+static void write_every_key(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	const char *section = "";
+
+	assert_non_null(f);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(every_key); i++) {
+		if (strcmp(section, every_key[i].section) != 0) {
+			section = every_key[i].section;
+			fprintf(f, "\n[%s]\n", section);
+		}
+		fprintf(f, "%s = %s\n", every_key[i].key, every_key[i].value);
+	}
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_config_load_file_sets_every_key(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "every.ini");
+	struct td_config c;
+
+	/* The file really covers the whole table. */
+	assert_int_equal(TD_ARRAY_SIZE(every_key), td_config_nr_keys);
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		size_t found = 0;
+
+		for (size_t j = 0; j < TD_ARRAY_SIZE(every_key); j++)
+			found += strcmp(every_key[j].section, td_config_keys[i].section) == 0 &&
+				 strcmp(every_key[j].key, td_config_keys[i].key) == 0;
+		assert_int_equal(found, 1);
+	}
+	write_every_key(path);
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.image, "/srv/img/a.img");
+	assert_int_equal(c.size_bytes, 2ULL << 30);
+	assert_string_equal(c.mountpoint, "/srv/mnt");
+	assert_string_equal(c.name, "vol0");
+	assert_true(c.read_only);
+	assert_int_equal(c.logical_block_size, 4096);
+	assert_true(c.allow_other);
+	assert_int_equal(c.mode, TD_MODE_BIO);
+	assert_string_equal(c.elevator, "noop");
+	assert_int_equal(c.nr_requests, 64);
+	assert_int_equal(c.max_sectors, 1024);
+	assert_int_equal(c.tunables.read_expire_ms, 250);
+	assert_int_equal(c.tunables.write_expire_ms, 2500);
+	assert_int_equal(c.tunables.fifo_batch, 8);
+	assert_int_equal(c.tunables.writes_starved, 3);
+	assert_int_equal(c.depth, 128);
+	assert_int_equal(c.workers, 8);
+	assert_int_equal(c.model, TD_MODEL_HDD);
+	assert_int_equal(c.hdd.rpm, 5400);
+	assert_int_equal(c.hdd.seek_track_us, 700);
+	assert_int_equal(c.hdd.seek_full_us, 15000);
+	assert_int_equal(c.hdd.transfer_mb_s, 120);
+	assert_int_equal(c.hdd.overhead_us, 60);
+	assert_int_equal(c.hdd.sectors_per_track, 1024);
+	assert_int_equal(c.ssd.latency_us, 100);
+	assert_int_equal(c.ssd.transfer_mb_s, 3000);
+	assert_int_equal(c.write_cache, TD_WC_VOLATILE);
+	assert_int_equal(c.cache_size, 128ULL << 20);
+	assert_int_equal(c.command_timeout_ms, 10000);
+	assert_int_equal(c.max_retries, 3);
+	assert_int_equal(c.seed, 42);
+	assert_string_equal(c.socket, "/srv/tagdisk.sock");
+	assert_int_equal(c.socket_mode, 0600);
+	assert_string_equal(c.socket_group, "root");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_ignores_case_comments_and_quotes(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "case.ini");
+	struct td_config c;
+
+	write_file(path, "; a comment\n"
+			 "# another\n"
+			 "[TAGS]\n"
+			 "Depth = 64 ; trailing comment\n"
+			 "[Disk]\n"
+			 "NAME = \"my disk\"\n"
+			 "[tags]\n"
+			 "depth = 65\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.depth, 65); /* the last value of a key given twice */
+	assert_string_equal(c.name, "my disk");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_quoted_spaces_are_kept_and_rejected(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "quoted.ini");
+	struct td_config c;
+
+	write_file(path, "[tags]\ndepth = \" 5\"\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "[tags] depth = \" 5\": not a number");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_reports_first_bad_value(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "bad.ini");
+	struct td_config c;
+
+	write_file(path, "[queue]\nnr_requests = abc\nfifo_batch = 0\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "[queue] nr_requests = \"abc\": not a number");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_rejects_unknown_key(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "key.ini");
+	struct td_config c;
+
+	write_file(path, "[queue]\nmode = rq\nfoo = 1\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown key [queue] foo");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_rejects_unknown_section(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "section.ini");
+	struct td_config c;
+
+	write_file(path, "[tags]\ndepth = 8\n[bogus]\ndepth = 8\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown section [bogus]");
+	td_config_free(&c);
+
+	/* An empty unknown section is an error too. */
+	write_file(path, "[tags]\n[Extra]\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "unknown section [extra]");
+	td_config_free(&c);
+}
+
+static void test_config_load_file_rejects_key_outside_any_section(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "nosection.ini");
+	struct td_config c;
+	char expect[PATH_MAX + 100];
+
+	write_file(path, "depth = 8\n[tags]\n");
+	snprintf(expect, sizeof(expect), "config file \"%s\": key depth is outside any section",
+		 path);
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	td_config_free(&c);
+}
+
+static void test_config_load_file_reports_ini_syntax_error(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "syntax.ini");
+	struct td_config c;
+	char expect[2 * PATH_MAX + 100];
+
+	write_file(path, "[tags]\ndepth = 8\noops\n[queue\n");
+	snprintf(expect, sizeof(expect), "config file \"%s\": syntax error in %s (3): oops", path,
+		 path);
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	td_config_free(&c);
+}
+
+static void test_config_load_file_rejects_missing_file_and_directory(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "missing.ini");
+	struct td_config c;
+	char expect[PATH_MAX + 100];
+
+	td_config_init(&c);
+	snprintf(expect, sizeof(expect), "config file \"%s\": No such file or directory", path);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+
+	snprintf(expect, sizeof(expect), "config file \"%s\": not a regular file", t->dir);
+	assert_int_equal(td_config_load_file(&c, t->dir, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	td_config_free(&c);
+}
+
+static void test_config_load_empty_file_keeps_defaults(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "empty.ini");
+	struct td_config c, def;
+
+	write_file(path, "");
+	td_config_init(&c);
+	td_config_init(&def);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), 0);
+	assert_config_equal(&c, &def);
+	td_config_free(&c);
+	td_config_free(&def);
+}
+
+/* ---- value parsers ---------------------------------------------------- */
+
+static void test_parse_size_table(void **state)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		uint64_t value;
+	} cases[] = {
+	    {"0", 0, 0},
+	    {"1", 0, 1},
+	    {"512", 0, 512},
+	    {"007", 0, 7},
+	    {"4k", 0, 4096},
+	    {"4K", 0, 4096},
+	    {"4KiB", 0, 4096},
+	    {"4kib", 0, 4096},
+	    {"4KIB", 0, 4096},
+	    {"1M", 0, 1ULL << 20},
+	    {"1MiB", 0, 1ULL << 20},
+	    {"64m", 0, 64ULL << 20},
+	    {"3G", 0, 3ULL << 30},
+	    {"3GiB", 0, 3ULL << 30},
+	    {"2T", 0, 2ULL << 40},
+	    {"2tib", 0, 2ULL << 40},
+	    {"0T", 0, 0},
+	    {"16777215T", 0, 16777215ULL << 40},
+	    {"18446744073709551615", 0, UINT64_MAX},
+	    {"000000000000000000000000000000001K", 0, 1024},
+	    {"", -EINVAL, 0},
+	    {"K", -EINVAL, 0},
+	    {"iB", -EINVAL, 0},
+	    {"1.5G", -EINVAL, 0},
+	    {"-1", -EINVAL, 0},
+	    {"+1", -EINVAL, 0},
+	    {" 1", -EINVAL, 0},
+	    {"1 ", -EINVAL, 0},
+	    {"1 K", -EINVAL, 0},
+	    {"1KB", -EINVAL, 0},
+	    {"1kb", -EINVAL, 0},
+	    {"1B", -EINVAL, 0},
+	    {"1Ki", -EINVAL, 0},
+	    {"1KiBx", -EINVAL, 0},
+	    {"1KK", -EINVAL, 0},
+	    {"1E", -EINVAL, 0},
+	    {"1P", -EINVAL, 0},
+	    {"0x10", -EINVAL, 0},
+	    {"1e3", -EINVAL, 0},
+	    {"18446744073709551616", -ERANGE, 0},
+	    {"99999999999999999999999", -ERANGE, 0},
+	    {"16777216T", -ERANGE, 0},
+	    {"17179869184G", -ERANGE, 0},
+	    {"18014398509481984K", -ERANGE, 0},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		uint64_t v = 0xdeadbeef;
+
+		print_message("# size \"%s\"\n", cases[i].s);
+		assert_int_equal(td_parse_size(cases[i].s, &v), cases[i].ret);
+		assert_int_equal(v, cases[i].ret ? 0xdeadbeef : cases[i].value);
+	}
+	assert_int_equal(td_parse_size(NULL, &(uint64_t){0}), -EINVAL);
+}
+
+static void test_parse_u64_checks_syntax_and_range(void **state)
+{
+	uint64_t v = 7;
+
+	(void)state;
+	assert_int_equal(td_parse_u64("10", 10, 20, &v), 0);
+	assert_int_equal(v, 10);
+	assert_int_equal(td_parse_u64("20", 10, 20, &v), 0);
+	assert_int_equal(v, 20);
+	assert_int_equal(td_parse_u64("0020", 10, 20, &v), 0);
+	assert_int_equal(v, 20);
+	v = 7;
+	assert_int_equal(td_parse_u64("9", 10, 20, &v), -ERANGE);
+	assert_int_equal(td_parse_u64("21", 10, 20, &v), -ERANGE);
+	assert_int_equal(td_parse_u64("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+	assert_int_equal(td_parse_u64("", 0, 20, &v), -EINVAL);
+	assert_int_equal(td_parse_u64("-1", 0, 20, &v), -EINVAL);
+	assert_int_equal(td_parse_u64("1x", 0, 20, &v), -EINVAL);
+	assert_int_equal(td_parse_u64("0x1", 0, 20, &v), -EINVAL);
+	assert_int_equal(td_parse_u64(" 1", 0, 20, &v), -EINVAL);
+	assert_int_equal(td_parse_u64(NULL, 0, 20, &v), -EINVAL);
+	assert_int_equal(v, 7);
+	assert_int_equal(td_parse_u64("18446744073709551615", 0, UINT64_MAX, &v), 0);
+	assert_int_equal(v, UINT64_MAX);
+}
+
+static void test_parse_bool_table(void **state)
+{
+	static const char *const yes[] = {"true", "TRUE", "True", "yes", "YES", "on", "On", "1"};
+	static const char *const no[] = {"false", "FALSE", "no", "No", "off", "OFF", "0"};
+	static const char *const bad[] = {"", "t", "y", "2", "truee", " true", "true ", "enable"};
+	bool b;
+
+	(void)state;
+	for (size_t i = 0; i < TD_ARRAY_SIZE(yes); i++) {
+		b = false;
+		assert_int_equal(td_parse_bool(yes[i], &b), 0);
+		assert_true(b);
+	}
+	for (size_t i = 0; i < TD_ARRAY_SIZE(no); i++) {
+		b = true;
+		assert_int_equal(td_parse_bool(no[i], &b), 0);
+		assert_false(b);
+	}
+	for (size_t i = 0; i < TD_ARRAY_SIZE(bad); i++) {
+		b = true;
+		assert_int_equal(td_parse_bool(bad[i], &b), -EINVAL);
+		assert_true(b);
+	}
+	assert_int_equal(td_parse_bool(NULL, &b), -EINVAL);
+}
+
+static void test_format_size_is_exact_and_reads_back(void **state)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *text;
+	} cases[] = {
+	    {0, "0"},
+	    {1, "1"},
+	    {512, "512"},
+	    {1536, "1536"},
+	    {4096, "4K"},
+	    {1025ULL << 10, "1025K"},
+	    {64ULL << 20, "64M"},
+	    {3ULL << 30, "3G"},
+	    {(3ULL << 30) + 512, "3221225984"},
+	    {2ULL << 40, "2T"},
+	    {1ULL << 50, "1024T"},
+	    {UINT64_MAX, "18446744073709551615"},
+	    {UINT64_MAX - 1023, "18014398509481983K"},
+	};
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		uint64_t back = 0;
+
+		assert_int_equal(td_format_size(cases[i].bytes, buf, sizeof(buf)),
+				 strlen(cases[i].text));
+		assert_string_equal(buf, cases[i].text);
+		assert_int_equal(td_parse_size(buf, &back), 0);
+		assert_int_equal(back, cases[i].bytes);
+	}
+	/* Cut like snprintf: the return value still tells the whole length. */
+	assert_int_equal(td_format_size(64ULL << 20, buf, 3), 3);
+	assert_string_equal(buf, "64");
+}
+
+/* ---- command line ----------------------------------------------------- */
+
+static char **argv_dup_ptrs(char **argv, int argc)
+{
+	char **copy = malloc((size_t)(argc + 1) * sizeof(*copy));
+
+	assert_non_null(copy);
+	memcpy(copy, argv, (size_t)(argc + 1) * sizeof(*copy));
+	return copy;
+}
+
+/* Parse a NULL-terminated argv and check getopt left its order alone. */
+static int parse_argv(struct td_cmdline *cl, char **argv, char *err, size_t errlen)
+{
+	int argc = 0;
+	char **before;
+	int ret;
+
+	while (argv[argc])
+		argc++;
+	before = argv_dup_ptrs(argv, argc);
+	ret = td_cmdline_parse(cl, argc, argv, err, errlen);
+	assert_memory_equal(before, argv, (size_t)argc * sizeof(*argv));
+	free(before);
+	return ret;
+}
+
+#define PARSE(cl, err, ...)                                                                        \
+	parse_argv(cl, (char *[]){"tagdiskd", __VA_ARGS__, NULL}, err, sizeof(err))
+
+static void assert_override(const struct td_cmdline *cl, size_t i, const char *option,
+			    const char *section, const char *key, const char *value)
+{
+	assert_true(i < cl->nr_overrides);
+	assert_string_equal(cl->overrides[i].option, option);
+	assert_string_equal(cl->overrides[i].section, section);
+	assert_string_equal(cl->overrides[i].key, key);
+	assert_string_equal(cl->overrides[i].value, value);
+}
+
+static void test_cmdline_parses_every_option(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+	struct td_config c;
+
+	assert_int_equal(PARSE(&cl, t->err, "-c", "/etc/tagdisk/a.ini", "-f", "--image", "/i.img",
+			       "--size", "1G", "--mount", "/m", "--name", "vol", "--socket",
+			       "/s.sock", "--mode", "bio", "--elevator", "noop", "--depth", "7",
+			       "--workers", "0", "--read-only", "-o", "ro", "-v", "--verbose",
+			       "-vv"),
+			 0);
+	assert_string_equal(cl.config_file, "/etc/tagdisk/a.ini");
+	assert_true(cl.foreground);
+	assert_int_equal(cl.verbose, 4);
+	assert_int_equal(cl.nr_fuse_opts, 1);
+	assert_string_equal(cl.fuse_opts[0], "ro");
+	assert_int_equal(cl.nr_overrides, 10);
+	assert_override(&cl, 0, "--image", "disk", "image", "/i.img");
+	assert_override(&cl, 1, "--size", "disk", "size", "1G");
+	assert_override(&cl, 2, "--mount", "disk", "mountpoint", "/m");
+	assert_override(&cl, 3, "--name", "disk", "name", "vol");
+	assert_override(&cl, 4, "--socket", "admin", "socket", "/s.sock");
+	assert_override(&cl, 5, "--mode", "queue", "mode", "bio");
+	assert_override(&cl, 6, "--elevator", "queue", "elevator", "noop");
+	assert_override(&cl, 7, "--depth", "tags", "depth", "7");
+	assert_override(&cl, 8, "--workers", "drive", "workers", "0");
+	assert_override(&cl, 9, "--read-only", "disk", "read_only", "true");
+
+	/* Built without its -c file: every override lands in its field. */
+	free(cl.config_file);
+	cl.config_file = NULL;
+	td_config_init(&c);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.image, "/i.img");
+	assert_int_equal(c.size_bytes, 1ULL << 30);
+	assert_string_equal(c.mountpoint, "/m");
+	assert_string_equal(c.name, "vol");
+	assert_string_equal(c.socket, "/s.sock");
+	assert_int_equal(c.mode, TD_MODE_BIO);
+	assert_string_equal(c.elevator, "noop");
+	assert_int_equal(c.depth, 7);
+	assert_int_equal(c.workers, 0);
+	assert_true(c.read_only);
+	assert_true(c.foreground);
+	assert_int_equal(c.verbose, 4);
+	assert_int_equal(c.nr_fuse_opts, 1);
+	assert_string_equal(c.fuse_opts[0], "ro");
+	assert_null(c.config_file);
+	td_config_free(&c);
+	td_cmdline_free(&cl);
+	assert_int_equal(cl.nr_overrides, 0);
+	assert_null(cl.overrides);
+}
+
+static void test_cmdline_accepts_opt_equals_value(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+
+	assert_int_equal(PARSE(&cl, t->err, "--depth=9", "--image=/x.img", "--mode=rq", "--size=4K",
+			       "--name=a=b"),
+			 0);
+	assert_int_equal(cl.nr_overrides, 5);
+	assert_override(&cl, 0, "--depth", "tags", "depth", "9");
+	assert_override(&cl, 1, "--image", "disk", "image", "/x.img");
+	assert_override(&cl, 2, "--mode", "queue", "mode", "rq");
+	assert_override(&cl, 3, "--size", "disk", "size", "4K");
+	assert_override(&cl, 4, "--name", "disk", "name", "a=b");
+	td_cmdline_free(&cl);
+
+	/* getopt_long's unique abbreviations work and are reported by their full name. */
+	assert_int_equal(PARSE(&cl, t->err, "--dep=5", "--read"), 0);
+	assert_int_equal(cl.nr_overrides, 2);
+	assert_override(&cl, 0, "--depth", "tags", "depth", "5");
+	assert_override(&cl, 1, "--read-only", "disk", "read_only", "true");
+	td_cmdline_free(&cl);
+	assert_int_equal(PARSE(&cl, t->err, "--dep=0"), -EINVAL);
+	assert_string_equal(t->err, "--depth \"0\": must be between 1 and 4096");
+}
+
+static void test_cmdline_fuse_options_split_and_keep_order(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+
+	assert_int_equal(PARSE(&cl, t->err, "-o", "a,b", "-o", "c", "-od=1"), 0);
+	assert_int_equal(cl.nr_fuse_opts, 4);
+	assert_string_equal(cl.fuse_opts[0], "a");
+	assert_string_equal(cl.fuse_opts[1], "b");
+	assert_string_equal(cl.fuse_opts[2], "c");
+	assert_string_equal(cl.fuse_opts[3], "d=1");
+	td_cmdline_free(&cl);
+
+	assert_int_equal(PARSE(&cl, t->err, "-o", "a,,b"), -EINVAL);
+	assert_string_equal(t->err, "-o \"a,,b\": empty FUSE option");
+	assert_int_equal(cl.nr_fuse_opts, 0);
+	assert_null(cl.fuse_opts);
+	assert_int_equal(PARSE(&cl, t->err, "-o", "a,"), -EINVAL);
+	assert_string_equal(t->err, "-o \"a,\": empty FUSE option");
+	assert_int_equal(PARSE(&cl, t->err, "-o", ""), -EINVAL);
+	assert_string_equal(t->err, "-o \"\": empty FUSE option");
+}
+
+static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
+{
+	static const struct {
+		const char *arg1;
+		const char *arg2;
+		const char *message;
+	} cases[] = {
+	    {"--bogus", NULL, "unknown option --bogus"},
+	    {"--bogus=1", NULL, "unknown option --bogus"},
+	    {"-x", NULL, "unknown option -x"},
+	    {"-fx", NULL, "unknown option -x"},
+	    {"--config", "a.ini", "unknown option --config"},
+	    {"--ver", NULL, "ambiguous option --ver"},
+	    {"-c", NULL, "option -c needs a value"},
+	    {"-o", NULL, "option -o needs a value"},
+	    {"--depth", NULL, "option --depth needs a value"},
+	    {"--image", NULL, "option --image needs a value"},
+	    {"--read-only=yes", NULL, "option --read-only takes no value"},
+	    {"--help=1", NULL, "option --help takes no value"},
+	    {"disk.img", NULL, "unexpected argument \"disk.img\""},
+	    {"-f", "extra", "unexpected argument \"extra\""},
+	    {"--", "-f", "unexpected argument \"-f\""},
+	    {"-", NULL, "unexpected argument \"-\""},
+	    {"--depth", "0", "--depth \"0\": must be between 1 and 4096"},
+	    {"--depth=abc", NULL, "--depth \"abc\": not a number"},
+	    {"--workers", "300", "--workers \"300\": must be between 0 and 256"},
+	    {"--size", "1.5G",
+	     "--size \"1.5G\": not a size (a whole number of bytes, or with a K, M, G or T"
+	     " suffix)"},
+	    {"--mode", "mq", "--mode \"mq\": must be rq or bio"},
+	    {"--name", "a/b", "--name \"a/b\": must not contain '/'"},
+	    {"--image", "", "--image \"\": must not be empty"},
+	    {"--mount=", NULL, "--mount \"\": must not be empty"},
+	    {"-c", "", "-c \"\": must not be empty"},
+	};
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		char *argv[] = {"tagdiskd", "-f", (char *)cases[i].arg1, (char *)cases[i].arg2,
+				NULL};
+
+		print_message("# argv: %s %s\n", cases[i].arg1, cases[i].arg2 ? cases[i].arg2 : "");
+		t->err[0] = '\0';
+		assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), -EINVAL);
+		assert_string_equal(t->err, cases[i].message);
+		/* Left empty on error. */
+		assert_null(cl.config_file);
+		assert_null(cl.overrides);
+		assert_int_equal(cl.nr_overrides, 0);
+		assert_false(cl.foreground);
+	}
+}
+
+static void test_cmdline_elevator_is_checked_against_registry(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+	char names[256], expect[512];
+
+	td_elv_names(names, sizeof(names));
+	snprintf(expect, sizeof(expect), "--elevator \"cfq\": unknown elevator (known: %s)", names);
+	assert_int_equal(PARSE(&cl, t->err, "--elevator", "cfq"), -EINVAL);
+	assert_string_equal(t->err, expect);
+}
+
+/* Run td_cmdline_parse with stdout sent to a file; return what it printed. */
+static int parse_capturing_stdout(struct tmp *t, char **argv, char *out, size_t outlen)
+{
+	struct td_cmdline cl;
+	const char *path = path_in(t, "stdout.txt");
+	int saved, fd, ret;
+	ssize_t n;
+
+	fflush(stdout);
+	saved = dup(STDOUT_FILENO);
+	assert_true(saved >= 0);
+	fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(dup2(fd, STDOUT_FILENO), STDOUT_FILENO);
+	ret = parse_argv(&cl, argv, t->err, sizeof(t->err));
+	fflush(stdout);
+	assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+	close(saved);
+	n = pread(fd, out, outlen - 1, 0);
+	assert_true(n >= 0);
+	out[n] = '\0';
+	close(fd);
+	/* Help and version leave the command line empty. */
+	assert_int_equal(cl.nr_overrides, 0);
+	assert_false(cl.foreground);
+	return ret;
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static void test_cmdline_help_prints_usage_and_returns_1(void **state)
+{
+	struct tmp *t = *state;
+	char out[8192];
+
+	assert_int_equal(
+	    parse_capturing_stdout(t, (char *[]){"tagdiskd", "-f", "-h", NULL}, out, sizeof(out)),
+	    1);
+	assert_true(
+	    starts_with(out, "Usage: tagdiskd [-c FILE] [-f] [--image PATH] [--size SIZE]"));
+	assert_non_null(strstr(out, "--read-only"));
+	assert_non_null(strstr(out, "-o OPT[,OPT...]"));
+	assert_non_null(strstr(out, "noop"));
+
+	assert_int_equal(
+	    parse_capturing_stdout(t, (char *[]){"tagdiskd", "--help", NULL}, out, sizeof(out)), 1);
+	assert_true(starts_with(out, "Usage: tagdiskd "));
+}
+
+static void test_cmdline_version_prints_name_and_version(void **state)
+{
+	struct tmp *t = *state;
+	char out[256];
+
+	assert_int_equal(
+	    parse_capturing_stdout(t, (char *[]){"tagdiskd", "-V", NULL}, out, sizeof(out)), 1);
+	assert_string_equal(out, "tagdiskd " TD_VERSION "\n");
+	assert_int_equal(
+	    parse_capturing_stdout(t, (char *[]){"tagdiskd", "--version", NULL}, out, sizeof(out)),
+	    1);
+	assert_string_equal(out, "tagdiskd " TD_VERSION "\n");
+}
+
+static void test_cmdline_can_be_parsed_again(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline a, b;
+
+	assert_int_equal(PARSE(&a, t->err, "--depth", "3", "-f"), 0);
+	/* A failed parse in between must not disturb the next one. */
+	assert_int_equal(PARSE(&b, t->err, "--nope"), -EINVAL);
+	assert_int_equal(PARSE(&b, t->err, "--depth", "5"), 0);
+	assert_int_equal(a.nr_overrides, 1);
+	assert_override(&a, 0, "--depth", "tags", "depth", "3");
+	assert_true(a.foreground);
+	assert_int_equal(b.nr_overrides, 1);
+	assert_override(&b, 0, "--depth", "tags", "depth", "5");
+	assert_false(b.foreground);
+	td_cmdline_free(&a);
+	td_cmdline_free(&b);
+
+	/* No options at all. */
+	assert_int_equal(PARSE(&a, t->err, NULL), 0);
+	assert_int_equal(a.nr_overrides, 0);
+	assert_null(a.config_file);
+	td_cmdline_free(&a);
+}
+
+static void test_cmdline_makes_paths_absolute(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+	char cwd[PATH_MAX];
+
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(t->dir), 0);
+	assert_int_equal(PARSE(&cl, t->err, "-c", "conf.ini", "--image", "img/d.img", "--mount",
+			       "mnt/", "--socket", "s.sock", "--name", "n"),
+			 0);
+	assert_int_equal(chdir(cwd), 0);
+	assert_string_equal(cl.config_file, path_in(t, "conf.ini"));
+	assert_override(&cl, 0, "--image", "disk", "image", path_in(t, "img/d.img"));
+	assert_override(&cl, 1, "--mount", "disk", "mountpoint", path_in(t, "mnt"));
+	assert_override(&cl, 2, "--socket", "admin", "socket", path_in(t, "s.sock"));
+	assert_override(&cl, 3, "--name", "disk", "name", "n");
+	td_cmdline_free(&cl);
+}
+
+/* ---- build: precedence ------------------------------------------------ */
+
+static void test_config_build_command_line_beats_file_beats_default(void **state)
+{
+	struct tmp *t = *state;
+	const char *ini = path_in(t, "prec.ini");
+	struct td_cmdline cl;
+	struct td_config c;
+	char *argv[] = {"tagdiskd", "-c", (char *)ini, "--depth", "64", "-o", "ro", NULL};
+
+	write_file(ini, "[tags]\ndepth = 16\n[queue]\nfifo_batch = 4\n");
+	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
+	td_config_init(&c);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.depth, 64);			  /* command line over file */
+	assert_int_equal(c.tunables.fifo_batch, 4);	  /* file over default */
+	assert_int_equal(c.tunables.read_expire_ms, 500); /* default */
+	assert_string_equal(c.config_file, ini);
+	assert_int_equal(c.nr_fuse_opts, 1);
+
+	/* SIGHUP: the file changed; build again on the same config. */
+	write_file(ini, "[tags]\ndepth = 8\n[queue]\nread_expire_ms = 100\n");
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.depth, 64);			  /* still the command line */
+	assert_int_equal(c.tunables.fifo_batch, 16);	  /* gone from the file: default again */
+	assert_int_equal(c.tunables.read_expire_ms, 100); /* new in the file */
+	assert_int_equal(c.nr_fuse_opts, 1);		  /* copied once, not appended */
+	assert_string_equal(c.fuse_opts[0], "ro");
+	td_config_free(&c);
+	td_cmdline_free(&cl);
+}
+
+static void test_config_build_failure_leaves_config_unchanged(void **state)
+{
+	struct tmp *t = *state;
+	const char *ini = path_in(t, "reload.ini");
+	char expect[PATH_MAX + 100];
+	struct td_cmdline cl;
+	struct td_config c, before;
+	char *argv[] = {"tagdiskd", "-c", (char *)ini, "--workers", "2", NULL};
+
+	write_file(ini, "[tags]\ndepth = 16\n[disk]\nimage = /a.img\n");
+	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
+	td_config_init(&c);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	td_config_init(&before);
+	assert_int_equal(td_config_build(&before, &cl, t->err, sizeof(t->err)), 0);
+
+	write_file(ini, "[tags]\ndepth = 0\n");
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, "[tags] depth = \"0\": must be between 1 and 4096");
+	assert_config_equal(&c, &before);
+
+	assert_int_equal(unlink(ini), 0);
+	snprintf(expect, sizeof(expect), "config file \"%s\": No such file or directory", ini);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	assert_config_equal(&c, &before);
+	assert_int_equal(c.depth, 16);
+	assert_string_equal(c.image, "/a.img");
+	td_config_free(&c);
+	td_config_free(&before);
+	td_cmdline_free(&cl);
+}
+
+static void test_config_build_without_file_gives_defaults(void **state)
+{
+	struct tmp *t = *state;
+	struct td_cmdline cl;
+	struct td_config c, def;
+
+	assert_int_equal(PARSE(&cl, t->err, NULL), 0);
+	td_config_init(&c);
+	td_config_init(&def);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	assert_config_equal(&c, &def);
+	td_config_free(&c);
+	td_config_free(&def);
+	td_cmdline_free(&cl);
+}
+
+/* ---- validate --------------------------------------------------------- */
+
+/* A config that validates: mountpoint <tmp>/mnt, image <tmp>/disk.img (missing), size 1M. */
+static void valid_config(struct tmp *t, struct td_config *c)
+{
+	const char *mnt = path_in(t, "mnt");
+
+	if (!exists(mnt))
+		assert_int_equal(mkdir(mnt, 0755), 0);
+	td_config_init(c);
+	assert_int_equal(td_config_set(c, "disk", "mountpoint", mnt, t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(c, "disk", "image", path_in(t, "disk.img"), t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(c, "disk", "size", "1M", t->err, sizeof(t->err)), 0);
+}
+
+static void expect_invalid(struct td_config *c, struct tmp *t, const char *message)
+{
+	t->err[0] = '\0';
+	assert_int_equal(td_config_validate(c, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, message);
+}
+
+static void test_config_validate_new_image_needs_size_and_creates_nothing(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char expect[PATH_MAX + 100];
+	int before;
+
+	valid_config(t, &c);
+	before = count_entries(t->dir);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_false(exists(c.image));
+	assert_int_equal(count_entries(t->dir), before);
+	td_config_free(&c);
+
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "disk", "size", "0", t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect),
+		 "[disk] image = \"%s\": does not exist and no size was given",
+		 path_in(t, "disk.img"));
+	expect_invalid(&c, t, expect);
+	assert_false(exists(path_in(t, "disk.img")));
+	assert_int_equal(count_entries(t->dir), before);
+	td_config_free(&c);
+}
+
+static void test_config_validate_new_image_needs_existing_directory(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char expect[3 * PATH_MAX];
+
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "disk", "image", path_in(t, "nodir/disk.img"), t->err,
+				       sizeof(t->err)),
+			 0);
+	snprintf(expect, sizeof(expect), "[disk] image = \"%s\": directory \"%s\" does not exist",
+		 path_in(t, "nodir/disk.img"), path_in(t, "nodir"));
+	expect_invalid(&c, t, expect);
+	assert_false(exists(path_in(t, "nodir")));
+
+	write_file(path_in(t, "plain"), "x");
+	assert_int_equal(td_config_set(&c, "disk", "image", path_in(t, "plain/disk.img"), t->err,
+				       sizeof(t->err)),
+			 0);
+	snprintf(expect, sizeof(expect), "[disk] image = \"%s\": Not a directory",
+		 path_in(t, "plain/disk.img"));
+	expect_invalid(&c, t, expect);
+	td_config_free(&c);
+}
+
+static void test_config_validate_existing_image_size_checks(void **state)
+{
+	struct tmp *t = *state;
+	const char *img = path_in(t, "disk.img");
+	struct td_config c;
+	char expect[2 * PATH_MAX];
+
+	/* Not a multiple of the block size. */
+	make_file_of_size(img, 1000);
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "disk", "size", "0", t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect),
+		 "[disk] image = \"%s\": its size (1000 bytes) is not a nonzero multiple of"
+		 " logical_block_size (512)",
+		 img);
+	expect_invalid(&c, t, expect);
+
+	/* Empty. */
+	make_file_of_size(img, 0);
+	snprintf(expect, sizeof(expect),
+		 "[disk] image = \"%s\": its size (0 bytes) is not a nonzero multiple of"
+		 " logical_block_size (512)",
+		 img);
+	expect_invalid(&c, t, expect);
+
+	/* A multiple of 512 but not of 4096. */
+	make_file_of_size(img, 6 * 512);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(&c, "disk", "logical_block_size", "4096", t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect),
+		 "[disk] image = \"%s\": its size (3072 bytes) is not a nonzero multiple of"
+		 " logical_block_size (4096)",
+		 img);
+	expect_invalid(&c, t, expect);
+
+	/* size given and different from the image's. */
+	make_file_of_size(img, 1 << 20);
+	assert_int_equal(td_config_set(&c, "disk", "size", "2M", t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect),
+		 "[disk] size = \"2M\": the existing image \"%s\" is 1M (1048576 bytes)", img);
+	expect_invalid(&c, t, expect);
+
+	/* Equal, or 0: fine, and the image is untouched. */
+	assert_int_equal(td_config_set(&c, "disk", "size", "1024K", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "disk", "size", "0", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	{
+		struct stat st;
+
+		assert_int_equal(stat(img, &st), 0);
+		assert_int_equal(st.st_size, 1 << 20);
+	}
+	td_config_free(&c);
+}
+
+static void test_config_validate_image_must_be_regular_file(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char expect[PATH_MAX + 100];
+
+	valid_config(t, &c);
+	assert_int_equal(mkdir(path_in(t, "dir.img"), 0755), 0);
+	assert_int_equal(
+	    td_config_set(&c, "disk", "image", path_in(t, "dir.img"), t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect), "[disk] image = \"%s\": not a regular file",
+		 path_in(t, "dir.img"));
+	expect_invalid(&c, t, expect);
+	td_config_free(&c);
+}
+
+static void test_config_validate_mountpoint_must_be_directory(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char expect[PATH_MAX + 100];
+
+	valid_config(t, &c);
+	assert_int_equal(
+	    td_config_set(&c, "disk", "mountpoint", path_in(t, "nomnt"), t->err, sizeof(t->err)),
+	    0);
+	snprintf(expect, sizeof(expect), "[disk] mountpoint = \"%s\": does not exist",
+		 path_in(t, "nomnt"));
+	expect_invalid(&c, t, expect);
+	assert_false(exists(path_in(t, "nomnt")));
+
+	write_file(path_in(t, "file"), "x");
+	assert_int_equal(
+	    td_config_set(&c, "disk", "mountpoint", path_in(t, "file"), t->err, sizeof(t->err)), 0);
+	snprintf(expect, sizeof(expect), "[disk] mountpoint = \"%s\": not a directory",
+		 path_in(t, "file"));
+	expect_invalid(&c, t, expect);
+	td_config_free(&c);
+}
+
+static void test_config_validate_requires_image_and_mountpoint(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+
+	td_config_init(&c);
+	expect_invalid(&c, t,
+		       "[disk] image is not set (give it in the config file or with --image)");
+	assert_int_equal(td_config_set(&c, "disk", "image", "/x.img", t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t,
+		       "[disk] mountpoint is not set (give it in the config file or with --mount)");
+	td_config_free(&c);
+}
+
+static void test_config_validate_cross_key_checks(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+
+	/* workers 0 only with model none. */
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "drive", "workers", "0", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "drive", "model", "hdd", t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t, "[drive] workers = \"0\": must be at least 1 with model = hdd");
+	assert_int_equal(td_config_set(&c, "drive", "model", "ssd", t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t, "[drive] workers = \"0\": must be at least 1 with model = ssd");
+	td_config_free(&c);
+
+	/* Full-stroke seek shorter than track-to-track. */
+	valid_config(t, &c);
+	assert_int_equal(
+	    td_config_set(&c, "drive", "hdd_seek_track_us", "600", t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(&c, "drive", "hdd_seek_full_us", "599", t->err, sizeof(t->err)), 0);
+	expect_invalid(
+	    &c, t, "[drive] hdd_seek_full_us = \"599\": must be at least hdd_seek_track_us (600)");
+	assert_int_equal(
+	    td_config_set(&c, "drive", "hdd_seek_full_us", "600", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	td_config_free(&c);
+
+	/* max_sectors with 4096-byte blocks. */
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "queue", "max_sectors", "2052", t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(&c, "disk", "logical_block_size", "4096", t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t,
+		       "[queue] max_sectors = \"2052\": must be a multiple of 8 with"
+		       " logical_block_size = 4096");
+	assert_int_equal(td_config_set(&c, "queue", "max_sectors", "2056", t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+
+	/* size with 4096-byte blocks. */
+	assert_int_equal(td_config_set(&c, "disk", "size", "1049088", t->err, sizeof(t->err)), 0);
+	expect_invalid(
+	    &c, t, "[disk] size = \"1049088\": must be a multiple of logical_block_size (4096)");
+	assert_int_equal(td_config_check(&c, t->err, sizeof(t->err)), -EINVAL);
+	td_config_free(&c);
+}
+
+static void test_config_validate_socket_group(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+
+	valid_config(t, &c);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.socket_gid, (gid_t)-1);
+
+	assert_int_equal(td_config_set(&c, "admin", "socket_group", "tagdisk-no-such-group", t->err,
+				       sizeof(t->err)),
+			 0);
+	expect_invalid(&c, t, "[admin] socket_group = \"tagdisk-no-such-group\": no such group");
+	assert_int_equal(
+	    td_config_set(&c, "admin", "socket_group", "4000000000", t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t, "[admin] socket_group = \"4000000000\": no such group");
+
+	assert_int_equal(td_config_set(&c, "admin", "socket_group", "root", t->err, sizeof(t->err)),
+			 0);
+	c.socket_gid = 1234;
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.socket_gid, 0);
+	assert_int_equal(td_config_set(&c, "admin", "socket_group", "0", t->err, sizeof(t->err)),
+			 0);
+	c.socket_gid = 1234;
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.socket_gid, 0);
+	td_config_free(&c);
+}
+
+static void test_config_validate_fills_default_socket(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char expect[PATH_MAX];
+
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "disk", "name", "vol1", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	if (geteuid() == 0)
+		snprintf(expect, sizeof(expect), "/run/tagdisk/vol1.sock");
+	else
+		snprintf(expect, sizeof(expect), "%s/vol1.sock", t->dir);
+	assert_string_equal(c.socket, expect);
+	assert_false(exists("/run/tagdisk/vol1.sock"));
+	td_config_free(&c);
+
+	/* A socket that is set is kept. */
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "admin", "socket", "/x/y.sock", t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.socket, "/x/y.sock");
+	td_config_free(&c);
+}
+
+static void test_config_default_socket_root_and_user(void **state)
+{
+	struct td_config c;
+	char buf[PATH_MAX];
+
+	(void)state;
+	td_config_init(&c);
+	assert_int_equal(td_config_default_socket(&c, 0, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/run/tagdisk/disk.sock");
+	/* Not root and no mountpoint: nothing to put it beside. */
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), -EINVAL);
+
+	c.mountpoint = strdup("/srv/tagdisk/mnt");
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/srv/tagdisk/disk.sock");
+	free(c.mountpoint);
+	c.mountpoint = strdup("/srv/tagdisk//mnt//");
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/srv/tagdisk/disk.sock");
+	free(c.mountpoint);
+	c.mountpoint = strdup("/mnt");
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/disk.sock");
+	free(c.mountpoint);
+	c.mountpoint = strdup("mnt");
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "./disk.sock");
+	snprintf(c.name, sizeof(c.name), "vol");
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "./vol.sock");
+	/* "./vol.sock" needs 11 bytes. */
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, 11), 0);
+	assert_int_equal(td_config_default_socket(&c, 1000, buf, 10), -ENAMETOOLONG);
+	td_config_free(&c);
+}
+
+static void test_config_validate_rejects_socket_path_too_long(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char sock[200], expect[400];
+
+	memset(sock, 's', sizeof(sock));
+	sock[0] = '/';
+	sock[108] = '\0';
+	snprintf(expect, sizeof(expect),
+		 "[admin] socket = \"%s\": longer than the 107 bytes a Unix socket path may have",
+		 sock);
+	valid_config(t, &c);
+	assert_int_equal(td_config_set(&c, "admin", "socket", sock, t->err, sizeof(t->err)), 0);
+	expect_invalid(&c, t, expect);
+	sock[107] = '\0';
+	assert_int_equal(td_config_set(&c, "admin", "socket", sock, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+	td_config_free(&c);
+}
+
+static void test_config_validate_makes_paths_absolute(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char cwd[PATH_MAX];
+	int ret;
+
+	assert_int_equal(mkdir(path_in(t, "mnt"), 0755), 0);
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "disk", "mountpoint", "mnt/", t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_set(&c, "disk", "image", "disk.img", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "disk", "size", "1M", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "admin", "socket", "s.sock", t->err, sizeof(t->err)), 0);
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(t->dir), 0);
+	ret = td_config_validate(&c, t->err, sizeof(t->err));
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(ret, 0);
+	assert_string_equal(c.mountpoint, path_in(t, "mnt"));
+	assert_string_equal(c.image, path_in(t, "disk.img"));
+	assert_string_equal(c.socket, path_in(t, "s.sock"));
+	assert_false(exists(path_in(t, "disk.img")));
+	td_config_free(&c);
+}
+
+/* ---- the example file ------------------------------------------------- */
+
+static char *read_example(void)
+{
+	FILE *f = fopen(EXAMPLE_INI, "r");
+	char *text;
+	long len;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 0);
+	rewind(f);
+	text = malloc((size_t)len + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	text[len] = '\0';
+	fclose(f);
+	return text;
+}
+
+/*
+ * Return: the line of @text that sets @key in [@section] (";key = ..." or
+ * "key = ..."), copied into @line, or NULL.
+ */
+static const char *find_example_line(const char *text, const char *section, const char *key,
+				     char *line, size_t len)
+{
+	size_t klen = strlen(key);
+	char header[64];
+	const char *p = text;
+	const char *k;
+	bool in_section = false;
+
+	snprintf(header, sizeof(header), "[%s]", section);
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+		const char *l = p;
+
+		p += n + (p[n] == '\n');
+		if (n && l[0] == '[') {
+			in_section = n == strlen(header) && strncmp(l, header, n) == 0;
+			continue;
+		}
+		if (!in_section)
+			continue;
+		k = l[0] == ';' ? l + 1 : l;
+		if (strncmp(k, key, klen) == 0 && k[klen] == ' ' && k[klen + 1] == '=') {
+			snprintf(line, len, "%.*s", (int)n, l);
+			return line;
+		}
+	}
+	return NULL;
+}
+
+static void test_example_ini_documents_every_key_with_its_default(void **state)
+{
+	char *text = read_example();
+	char line[512], expect[512];
+
+	(void)state;
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		const struct td_config_key *k = &td_config_keys[i];
+
+		print_message("# [%s] %s\n", k->section, k->key);
+		assert_non_null(find_example_line(text, k->section, k->key, line, sizeof(line)));
+		if (strcmp(k->key, "image") == 0)
+			assert_string_equal(line, "image = /var/lib/tagdisk/disk.img");
+		else if (strcmp(k->key, "mountpoint") == 0)
+			assert_string_equal(line, "mountpoint = /run/tagdisk/disk");
+		else if (strcmp(k->key, "socket") == 0)
+			assert_string_equal(line, ";socket = /run/tagdisk/disk.sock");
+		else {
+			snprintf(expect, sizeof(expect), ";%s =%s%s", k->key,
+				 *k->default_value ? " " : "", k->default_value);
+			assert_string_equal(line, expect);
+		}
+	}
+	free(text);
+}
+
+/* The example loads as is, and with every key uncommented gives the defaults. */
+static void test_example_ini_loads_and_uncommented_equals_defaults(void **state)
+{
+	struct tmp *t = *state;
+	const char *path = path_in(t, "uncommented.ini");
+	char *text = read_example();
+	struct td_config c, def;
+	FILE *f;
+
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, EXAMPLE_INI, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.image, "/var/lib/tagdisk/disk.img");
+	assert_string_equal(c.mountpoint, "/run/tagdisk/disk");
+	td_config_free(&c);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	for (char *p = text; *p;) {
+		size_t n = strcspn(p, "\n");
+
+		/* ";key = value" becomes "key = value"; "; prose" stays a comment. */
+		if (p[0] == ';' && p[1] >= 'a' && p[1] <= 'z')
+			fprintf(f, "%.*s\n", (int)n - 1, p + 1);
+		else
+			fprintf(f, "%.*s\n", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+	assert_int_equal(fclose(f), 0);
+	free(text);
+
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), 0);
+	td_config_init(&def);
+	def.image = strdup("/var/lib/tagdisk/disk.img");
+	def.mountpoint = strdup("/run/tagdisk/disk");
+	def.socket = strdup("/run/tagdisk/disk.sock");
+	assert_config_equal(&c, &def);
+	td_config_free(&c);
+	td_config_free(&def);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_config_init_sets_documented_defaults),
+	    cmocka_unit_test(test_config_table_defaults_equal_init),
+	    cmocka_unit_test(test_config_table_lists_each_key_once_with_reload_flags),
+	    cmocka_unit_test(test_config_find_key_ignores_case_and_rejects_unknown),
+	    cmocka_unit_test_setup_teardown(test_config_set_rejects_bad_values_with_exact_message,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(
+		test_config_set_rejects_unknown_elevator_listing_known_ones, setup_tmp,
+		teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_set_name_longer_than_255_bytes_is_rejected,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(
+		test_config_set_accepts_boundaries_and_alternate_spellings, setup_tmp,
+		teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_set_rejects_unknown_section_and_key,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test(test_config_error_is_cut_to_errlen),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_sets_every_key, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_ignores_case_comments_and_quotes,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(
+		test_config_load_file_quoted_spaces_are_kept_and_rejected, setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_reports_first_bad_value,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_unknown_key, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_unknown_section,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_key_outside_any_section,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_reports_ini_syntax_error,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(
+		test_config_load_file_rejects_missing_file_and_directory, setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_empty_file_keeps_defaults, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test(test_parse_size_table),
+	    cmocka_unit_test(test_parse_u64_checks_syntax_and_range),
+	    cmocka_unit_test(test_parse_bool_table),
+	    cmocka_unit_test(test_format_size_is_exact_and_reads_back),
+	    cmocka_unit_test_setup_teardown(test_cmdline_parses_every_option, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_accepts_opt_equals_value, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_fuse_options_split_and_keep_order,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_rejects_unknown_missing_and_positional,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_elevator_is_checked_against_registry,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_help_prints_usage_and_returns_1, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_version_prints_name_and_version, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_can_be_parsed_again, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_cmdline_makes_paths_absolute, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_build_command_line_beats_file_beats_default,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_build_failure_leaves_config_unchanged,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_build_without_file_gives_defaults,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(
+		test_config_validate_new_image_needs_size_and_creates_nothing, setup_tmp,
+		teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_new_image_needs_existing_directory,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_existing_image_size_checks,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_image_must_be_regular_file,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_mountpoint_must_be_directory,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_requires_image_and_mountpoint,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_cross_key_checks, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_socket_group, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_fills_default_socket, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test(test_config_default_socket_root_and_user),
+	    cmocka_unit_test_setup_teardown(test_config_validate_rejects_socket_path_too_long,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_makes_paths_absolute, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test(test_example_ini_documents_every_key_with_its_default),
+	    cmocka_unit_test_setup_teardown(test_example_ini_loads_and_uncommented_equals_defaults,
+					    setup_tmp, teardown_tmp),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
