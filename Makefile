@@ -43,7 +43,7 @@ INIPARSER_LIBS   ?= -liniparser
 
 # The engine: queue to drive. Linked by the daemon, the unit tests and the benchmarks.
 ENGINE := rbtree lock log bio rangelock request queue elevator elv_noop elv_deadline \
-	cdb prep tag drive drive_file drive_null drive_mem inject stats trace
+	cdb prep tag drive drive_file drive_null drive_mem inject stats trace wcache
 # Parsers and formatting shared by the daemon and the CLI (no FUSE).
 COMMON := config json ctl_format
 # The daemon's modules besides main(): front end, admin socket, image, notification.

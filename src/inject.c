@@ -45,6 +45,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "tagdisk/inject.h"
+#include "tagdisk/random.h"
 #include "tagdisk/lock.h"
 
 struct td_inject {
@@ -58,15 +59,6 @@ struct td_inject {
 	uint64_t rng;				/* lock: splitmix64 state */
 	atomic_bool armed; /* written under lock, read without it (relaxed, see top) */
 };
-
-static uint64_t splitmix64_next(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static bool rule_live(const struct td_inject_rule *rule)
 {
@@ -294,7 +286,7 @@ void td_inject_check(struct td_inject *inj, enum td_op op, uint64_t sector, uint
 	}
 	/* Draw before anything can return early, so the sequence never depends on other rules. */
 	if (inj->has_every && op != TD_OP_FLUSH)
-		every_hit = splitmix64_next(&inj->rng) % inj->every.every == 0;
+		every_hit = td_splitmix64_next(&inj->rng) % inj->every.every == 0;
 
 	rule = find_hang_locked(inj);
 	if (rule) {

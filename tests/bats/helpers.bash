@@ -1,0 +1,143 @@
+# shellcheck shell=bash
+# Helpers for tagdisk's integration tests: real FUSE, real loop devices, real tools.
+#
+# Each test gets its own directory ($TD_DIR) holding the image, the mount point
+# and the admin socket; teardown always stops the daemon, detaches loop devices
+# and unmounts, whatever the test did.
+#
+#   requires_fuse          skip (one reason) without /dev/fuse or root
+#   requires CMD...        skip when a command is missing
+#   start_tagdiskd ARGS    start the daemon in the foreground (background job),
+#                          wait until the disk file and the socket are up
+#   stop_tagdiskd          SIGTERM and wait; fails if the exit status is not 0
+#   td_ctl ARGS            tagdiskctl against this test's socket
+#   td_admin LINE          send one raw line to the socket, print the reply line
+
+load /usr/lib/bats/bats-support/load
+load /usr/lib/bats/bats-assert/load
+
+TD_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+TD_BUILD=${TD_BUILD:-$TD_ROOT/build}
+TAGDISKD=$TD_BUILD/tagdiskd
+TAGDISKCTL=$TD_BUILD/tagdiskctl
+# Set to run the daemon under a tool, e.g. "valgrind --error-exitcode=99 ...".
+TD_WRAPPER=${TD_WRAPPER:-}
+TD_START_TIMEOUT=${TD_START_TIMEOUT:-20}
+
+requires_fuse() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (mounts FUSE and uses loop devices)"
+	[ -c /dev/fuse ] || skip "no /dev/fuse on this machine"
+	[ -x "$TAGDISKD" ] || skip "tagdiskd is not built ($TAGDISKD)"
+}
+
+requires() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "$c is not installed"
+	done
+}
+
+td_setup_dir() {
+	TD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/tagdisk.XXXXXX")
+	mkdir -p "$TD_DIR/mnt"
+	TD_IMG=$TD_DIR/disk.img
+	TD_MNT=$TD_DIR/mnt
+	TD_DISK=$TD_MNT/disk
+	TD_SOCK=$TD_DIR/admin.sock
+	TD_LOG=$TD_DIR/tagdiskd.log
+	TD_PID=
+	TD_LOOPS=()
+	export TD_DIR TD_IMG TD_MNT TD_DISK TD_SOCK TD_LOG
+}
+
+# start_tagdiskd [--size SIZE | other options...]: image, mount and socket are this test's.
+start_tagdiskd() {
+	# shellcheck disable=SC2086
+	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" "$@" \
+		>"$TD_LOG" 2>&1 &
+	TD_PID=$!
+	local i
+	for ((i = 0; i < TD_START_TIMEOUT * 10; i++)); do
+		if [ -S "$TD_SOCK" ] && [ -f "$TD_DISK" ] && mountpoint -q "$TD_MNT"; then
+			return 0
+		fi
+		if ! kill -0 "$TD_PID" 2>/dev/null; then
+			echo "tagdiskd exited early:" >&2
+			cat "$TD_LOG" >&2
+			TD_PID=
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "tagdiskd did not come up in ${TD_START_TIMEOUT}s:" >&2
+	cat "$TD_LOG" >&2
+	return 1
+}
+
+# stop_tagdiskd: SIGTERM, wait (up to 60 s), and fail unless it exited 0.
+stop_tagdiskd() {
+	[ -n "$TD_PID" ] || return 0
+	local pid=$TD_PID rc
+	kill -TERM "$pid" 2>/dev/null || true
+	local i
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	rc=0
+	wait "$pid" || rc=$?
+	TD_PID=
+	if [ "$rc" -ne 0 ]; then
+		echo "tagdiskd exited with status $rc:" >&2
+		cat "$TD_LOG" >&2
+		return 1
+	fi
+}
+
+# td_losetup [losetup options]: attach the disk file, remember the device for teardown.
+td_losetup() {
+	local dev
+	dev=$(losetup -f --show "$@" "$TD_DISK") || return 1
+	TD_LOOPS+=("$dev")
+	echo "$dev"
+}
+
+td_ctl() {
+	"$TAGDISKCTL" -s "$TD_SOCK" "$@"
+}
+
+# td_admin LINE: one raw protocol exchange.
+td_admin() {
+	python3 - "$TD_SOCK" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+f = s.makefile("rb")
+sys.stdout.write(f.readline().decode())
+PY
+}
+
+td_teardown() {
+	local dev mnt
+	if [ -n "${TD_DIR:-}" ]; then
+		# Anything mounted below the test directory (ext4 on a loop device).
+		for mnt in $(awk -v d="$TD_DIR/" 'index($2, d) == 1 && $2 != d"mnt" {print $2}' /proc/mounts); do
+			umount -l "$mnt" 2>/dev/null || true
+		done
+	fi
+	for dev in "${TD_LOOPS[@]:-}"; do
+		[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null || true
+	done
+	if [ -n "${TD_PID:-}" ]; then
+		kill -TERM "$TD_PID" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$TD_PID" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$TD_PID" 2>/dev/null || true
+		wait "$TD_PID" 2>/dev/null || true
+	fi
+	if [ -n "${TD_DIR:-}" ]; then
+		mountpoint -q "$TD_MNT" 2>/dev/null && { fusermount3 -u "$TD_MNT" 2>/dev/null || umount -l "$TD_MNT" 2>/dev/null; }
+		rm -rf "$TD_DIR"
+	fi
+}
