@@ -65,9 +65,10 @@ struct td_elevator *td_elv_create(const struct td_elevator_type *type,
 {
 	struct td_elevator *e = calloc(1, sizeof(*e));
 	uint32_t buckets = 16;
+	int ret = -ENOMEM;
 
 	if (!e)
-		goto out_nomem;
+		goto out_err;
 	while (buckets < nr_requests && buckets < (1U << 20))
 		buckets <<= 1;
 	e->hash = malloc(buckets * sizeof(*e->hash));
@@ -78,21 +79,17 @@ struct td_elevator *td_elv_create(const struct td_elevator_type *type,
 	e->hash_mask = buckets - 1;
 	e->type = type;
 	e->max_sectors = eq->max_sectors;
-	int ret = type->init(eq, &e->data);
-
-	if (ret) {
-		*err = ret;
+	ret = type->init(eq, &e->data);
+	if (ret)
 		goto out_free_hash;
-	}
 	return e;
 
 out_free_hash:
 	free(e->hash);
 out_free_e:
 	free(e);
-	return NULL;
-out_nomem:
-	*err = -ENOMEM;
+out_err:
+	*err = ret;
 	return NULL;
 }
 
