@@ -143,3 +143,16 @@ check-valgrind: all unit-tests
 
 clean:
 	rm -rf build
+
+# ---- benchmarks (figures, not tests) ----------------------------------------------------
+
+$(BUILD)/bench/%.o: bench/%.c
+	@mkdir -p $(@D)
+	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/bench/bench_engine: $(BUILD)/bench/bench_engine.o $(LIBTD)
+	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) -lm
+
+BENCH_ENGINE_SECONDS ?= 1
+bench-engine: $(BUILD)/bench/bench_engine
+	@$(BUILD)/bench/bench_engine $(BENCH_ENGINE_SECONDS)
