@@ -23,6 +23,9 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 LDFLAGS ?=
 BUILD   ?= build
+# V=1 shows the full command lines.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
 
 # Ours, kept apart from CFLAGS so `make CFLAGS=-O0` keeps the warnings.
 TD_WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -72,32 +75,37 @@ all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBTD): $(ENGINE_OBJS)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 
 $(LIBCOMMON): $(COMMON_OBJS)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 
 $(LIBDAEMON): $(DAEMON_OBJS)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 
 $(BUILD)/tagdiskd: $(BUILD)/src/tagdiskd.o $(LIBS)
-	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
 
 $(BUILD)/tagdiskctl: $(BUILD)/src/tagdiskctl.o $(LIBCOMMON) $(LIBTD)
-	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBTD) $(INIPARSER_LIBS) -lm
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBTD) $(INIPARSER_LIBS) -lm
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) -Isrc $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) -Isrc $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIBS)
-	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
 
 # Every public header compiles on its own.
 check-headers:
@@ -148,10 +156,12 @@ clean:
 
 $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
-	$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/bench/bench_engine: $(BUILD)/bench/bench_engine.o $(LIBTD)
-	$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) -lm
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) -lm
 
 BENCH_ENGINE_SECONDS ?= 1
 bench-engine: $(BUILD)/bench/bench_engine

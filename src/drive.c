@@ -394,6 +394,13 @@ void td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
 		struct td_request *rq = td_list_entry(pos, struct td_request, drive_list);
 
 		rq->drive_decode_err = td_cdb_decode(rq->cmd, rq->cmd_len, &rq->drive_cmd);
+		/*
+		 * A failed decode leaves drive_cmd as the request's last command was.
+		 * Rejected commands address nothing: like a flush, no error rule can
+		 * match them and the head does not move for them.
+		 */
+		if (rq->drive_decode_err)
+			rq->drive_cmd = (struct td_cdb_cmd){ .op = TD_OP_FLUSH };
 		n++;
 	}
 	td_mutex_lock(&d->lock);
@@ -590,7 +597,15 @@ out:
 void td_drive_destroy(struct td_drive *d)
 {
 	td_mutex_lock(&d->lock);
-	assert(!d->nr_pending && !d->executing);
+	assert(!d->nr_pending);
+	/*
+	 * The queue's last bio may have ended while its worker is still on its
+	 * way out of the completion function: let it get off the books first.
+	 */
+	d->quiescing++;
+	while (d->executing)
+		td_cond_wait(&d->idle_cond, &d->lock);
+	d->quiescing--;
 	d->stop = true;
 	td_cond_broadcast(&d->work_cond);
 	td_mutex_unlock(&d->lock);

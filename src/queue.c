@@ -172,17 +172,30 @@ static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int er
 	bl->tail = last;
 }
 
+/*
+ * A bio has ended: drop it from the drain count. The count may reach zero only
+ * under the lock, so a drainer cannot see zero, return and destroy the queue
+ * while this thread still has to take the lock to wake it.
+ */
+static void bio_done(struct td_queue *q)
+{
+	uint64_t n = atomic_load(&q->outstanding);
+
+	while (n > 1) {
+		if (atomic_compare_exchange_weak(&q->outstanding, &n, n - 1))
+			return;
+	}
+	td_mutex_lock(&q->lock);
+	if (atomic_fetch_sub(&q->outstanding, 1) == 1 && q->drain_waiters)
+		td_cond_broadcast(&q->drain_cond);
+	td_mutex_unlock(&q->lock);
+}
+
 static void end_bio(struct td_queue *q, struct td_bio *bio, int error)
 {
 	bio->error = error;
 	bio->end_io(bio, error);
-	/* seq_cst: pairs with the waiter's increment of drain_waiters in td_queue_drain(). */
-	if (atomic_fetch_sub(&q->outstanding, 1) == 1) {
-		td_mutex_lock(&q->lock);
-		if (q->drain_waiters)
-			td_cond_broadcast(&q->drain_cond);
-		td_mutex_unlock(&q->lock);
-	}
+	bio_done(q);
 }
 
 static void end_bio_list(struct td_queue *q, struct bio_list *bl)
@@ -266,11 +279,15 @@ static bool detach_inflight_locked(struct td_queue *q, struct td_request *rq)
 	return kick;
 }
 
-/* Account @rq as finished with @error, queue its bios on @ends and free it. */
-static void end_request_locked(struct td_queue *q, struct td_request *rq, int error,
+/*
+ * Account @rq as finished with @error, queue its bios on @ends and free it.
+ * @tag is the tag it completed under (already ended), for the C event.
+ */
+static void end_request_locked(struct td_queue *q, struct td_request *rq, int tag, int error,
 			       struct bio_list *ends, uint64_t now)
 {
-	trace_rq(q, TD_TA_COMPLETE, rq, error, now);
+	td_trace_emit(q->trace, TD_TA_COMPLETE, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
+		      rq->nr_sectors, rq->pid, tag, error, now);
 	td_stats_io_done(q->stats, rq->op, rq->nr_sectors, now - rq->start_ns, error, now);
 	bio_list_add_chain(ends, rq->bio, error);
 	td_rq_pool_put_locked(&q->pool, rq);
@@ -293,18 +310,21 @@ static void queue_complete(void *ctx, struct td_list *done)
 		/* A reset took this command back; its result does not count. */
 		if (rq->state != TD_RQ_INFLIGHT || rq->gen != q->gen)
 			continue;
+		int tag = rq->tag;
+
 		kick |= detach_inflight_locked(q, rq);
-		end_request_locked(q, rq, rq->error, &ends, now);
+		end_request_locked(q, rq, tag, rq->error, &ends, now);
 	}
 	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
 
 	td_mutex_unlock(&q->lock);
 
-	end_bio_list(q, &ends);
 	if (kick)
 		td_tag_map_kick(q->tags);
 	if (more)
 		td_queue_run(q);
+	/* Last: once the final bio has ended, a drainer may destroy the queue. */
+	end_bio_list(q, &ends);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
@@ -365,7 +385,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends)
 		if (res == TD_PREP_KILL) {
 			assert(rq->tag == TD_TAG_NONE);
 			td_stats_add(q->stats, TD_STAT_KILLED, 1);
-			end_request_locked(q, rq, rq->error ? rq->error : -EIO, ends, now);
+			end_request_locked(q, rq, TD_TAG_NONE, rq->error ? rq->error : -EIO, ends, now);
 			continue;
 		}
 		assert(res == TD_PREP_OK && rq->tag >= 0 && rq->cmd_len);
@@ -525,12 +545,7 @@ static bool stacked_make_request(struct td_queue *q, struct td_bio *bio)
 		return false;
 	if (q->make_request(q, bio, q->make_request_data) == 0) {
 		/* The function ended the bio itself: balance the drain count. */
-		if (atomic_fetch_sub(&q->outstanding, 1) == 1) {
-			td_mutex_lock(&q->lock);
-			if (q->drain_waiters)
-				td_cond_broadcast(&q->drain_cond);
-			td_mutex_unlock(&q->lock);
-		}
+		bio_done(q);
 		return true;
 	}
 	return false;
@@ -569,6 +584,16 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 		struct td_bio *next = list->next;
 
 		assert(list->end_io);
+		/*
+		 * Unplug before waiting for a request, as 2.6 does in get_request_wait():
+		 * the requests this batch holds must reach the drive, or nothing would
+		 * ever complete to refill the pool.
+		 */
+		if (!q->pool.nr_free) {
+			td_mutex_unlock(&q->lock);
+			td_queue_run(q);
+			td_mutex_lock(&q->lock);
+		}
 		atomic_fetch_add(&q->outstanding, 1);
 		queue_bio_locked(q, list);
 		list = next;
@@ -660,7 +685,7 @@ unsigned int td_queue_reset(struct td_queue *q, bool timeout)
 		struct td_request *rq = td_list_first_entry(&failed, struct td_request, queuelist);
 
 		td_list_del(&rq->queuelist);
-		end_request_locked(q, rq, rq->error, &ends, now);
+		end_request_locked(q, rq, TD_TAG_NONE, rq->error, &ends, now);
 	}
 	q->stopped--;
 	td_stats_add(q->stats, TD_STAT_RESETS, 1);

@@ -76,11 +76,11 @@ struct tag_word {
 } td_cacheline_aligned;
 
 struct tag_user {
-	struct td_list link;	/* in td_tag_map.users; users_lock */
-	td_tag_kick_fn kick;	/* set before the entry is linked, then constant */
-	void *user;		/* likewise */
-	uint64_t kick_gen;	/* newest kick pass that took this entry; users_lock */
-	unsigned int pins;	/* kick passes calling ->kick right now; users_lock */
+	struct td_list link; /* in td_tag_map.users; users_lock */
+	td_tag_kick_fn kick; /* set before the entry is linked, then constant */
+	void *user;	     /* likewise */
+	uint64_t kick_gen;   /* newest kick pass that took this entry; users_lock */
+	unsigned int pins;   /* kick passes calling ->kick right now; users_lock */
 };
 
 struct td_tag_map {
@@ -92,9 +92,9 @@ struct td_tag_map {
 	_Atomic(void *) rqs[TD_TAG_DEPTH_MAX] td_cacheline_aligned;
 
 	struct td_mutex users_lock td_cacheline_aligned;
-	struct td_cond unpinned;	 /* an entry's pins dropped to 0; users_lock */
-	struct td_list users;		 /* struct tag_user; users_lock */
-	uint64_t kick_gen;		 /* last kick pass started; users_lock */
+	struct td_cond unpinned;	/* an entry's pins dropped to 0; users_lock */
+	struct td_list users;		/* struct tag_user; users_lock */
+	uint64_t kick_gen;		/* last kick pass started; users_lock */
 	_Atomic(unsigned int) nr_users; /* written under users_lock, read lock-free */
 };
 
@@ -280,8 +280,8 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 	unsigned int first;
 
 	if (td_unlikely(tag_hint == TAG_HINT_NONE))
-		tag_hint = atomic_fetch_add_explicit(&tag_hint_seed, 1, memory_order_relaxed) %
-			   TAG_WORDS;
+		tag_hint =
+		    atomic_fetch_add_explicit(&tag_hint_seed, 1, memory_order_relaxed) % TAG_WORDS;
 	first = tag_hint % nr_words;
 
 	for (unsigned int i = 0; i < nr_words; i++) {
@@ -378,6 +378,6 @@ unsigned int td_tag_busy(const struct td_tag_map *map)
 
 	for (unsigned int w = 0; w < TAG_WORDS; w++)
 		busy += (unsigned int)__builtin_popcountll(
-			atomic_load_explicit(&map->words[w].bits, memory_order_relaxed));
+		    atomic_load_explicit(&map->words[w].bits, memory_order_relaxed));
 	return busy;
 }

@@ -52,11 +52,6 @@ struct daemon {
 	bool sig_thread_started;
 };
 
-static void usage_hint(void)
-{
-	fprintf(stderr, "Try 'tagdiskd --help' for more information.\n");
-}
-
 /* ---- reload ---------------------------------------------------------------------------- */
 
 static void warn_if_changed(const char *what, bool changed)
@@ -93,7 +88,8 @@ static void reload(struct daemon *d)
 		if (!r)
 			snprintf(cur->elevator, sizeof(cur->elevator), "%s", next.elevator);
 	}
-	if (next.depth != cur->depth) {
+	/* bio mode has neither elevator nor tags: nothing to resize. */
+	if (next.depth != cur->depth && cur->mode == TD_MODE_RQ) {
 		int r = td_queue_set_depth(d->q, next.depth);
 
 		if (r) {
@@ -287,6 +283,8 @@ static int flush_disk(struct td_queue *q)
 		while (sem_wait(&w.done) && errno == EINTR)
 			;
 		ret = w.err;
+		/* The queue counts the flush ended only after flush_end() returns. */
+		td_queue_drain(q);
 	}
 	sem_destroy(&w.done);
 	return ret;
@@ -333,8 +331,8 @@ int main(int argc, char **argv)
 	if (ret == 1)
 		return 0;
 	if (ret < 0) {
-		fprintf(stderr, "tagdiskd: %s\n", err);
-		usage_hint();
+		/* One line, like every other configuration error. */
+		fprintf(stderr, "tagdiskd: %s (try 'tagdiskd --help')\n", err);
 		return EXIT_USAGE;
 	}
 	td_config_init(&d.cfg);

@@ -137,7 +137,107 @@ td_teardown() {
 		wait "$TD_PID" 2>/dev/null || true
 	fi
 	if [ -n "${TD_DIR:-}" ]; then
-		mountpoint -q "$TD_MNT" 2>/dev/null && { fusermount3 -u "$TD_MNT" 2>/dev/null || umount -l "$TD_MNT" 2>/dev/null; }
+		td_is_mounted "$TD_MNT" && { fusermount3 -u "$TD_MNT" 2>/dev/null || umount -l "$TD_MNT" 2>/dev/null; }
 		rm -rf "$TD_DIR"
 	fi
+}
+
+# ---- more helpers for the feature suites --------------------------------------------------
+#
+#   td_is_mounted DIR        DIR is a mount point in /proc/mounts (also when its FUSE
+#                            daemon died and stat(2) on it fails)
+#   td_json KEY...           read one JSON object on stdin, print the value at KEY (nested)
+#   td_status KEY...         one field of the admin "status" reply
+#   td_wait_until SECS CMD   run CMD every 0.1 s until it succeeds; fail after SECS
+#   td_wait_exit [SECS]      wait for the daemon to exit by itself; its status in TD_RC
+#   run_tagdiskd ARGS        run the daemon to its end (at most 20 s), e.g. on a bad config
+#   td_hole_bytes F OFF LEN  bytes of [OFF, OFF+LEN) of file F that are holes (SEEK_DATA)
+#   td_kill9                 kill -9 the daemon and remove its dead mount
+#   td_not_mounted DIR       DIR is no mount point (a bare "! cmd" never fails a bats test)
+
+td_is_mounted() {
+	awk -v d="$1" '$2 == d { found = 1 } END { exit !found }' /proc/mounts
+}
+
+td_json() {
+	python3 -c '
+import json, sys
+v = json.loads(sys.stdin.readline())
+for k in sys.argv[1:]:
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v) if not isinstance(v, str) else v)
+' "$@"
+}
+
+td_status() {
+	td_admin status | td_json "$@"
+}
+
+td_wait_until() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i < secs * 10; i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	echo "td_wait_until: '$*' still failing after ${secs}s" >&2
+	return 1
+}
+
+td_wait_exit() {
+	local secs=${1:-20} i
+	[ -n "$TD_PID" ] || { echo "td_wait_exit: no daemon" >&2; return 1; }
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$TD_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$TD_PID" 2>/dev/null; then
+		echo "td_wait_exit: tagdiskd ($TD_PID) still running after ${secs}s" >&2
+		return 1
+	fi
+	TD_RC=0
+	# shellcheck disable=SC2034 # TD_RC is read by the tests
+	wait "$TD_PID" || TD_RC=$?
+	TD_PID=
+}
+
+run_tagdiskd() {
+	# shellcheck disable=SC2086 # TD_WRAPPER is a command line
+	run --separate-stderr timeout -s TERM 20 $TD_WRAPPER "$TAGDISKD" -f "$@"
+}
+
+td_hole_bytes() {
+	python3 - "$@" <<'PY'
+import errno, os, sys
+path, off, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_RDONLY)
+end, pos, holes = off + length, off, 0
+while pos < end:
+    try:
+        data = min(os.lseek(fd, pos, os.SEEK_DATA), end)
+    except OSError as e:
+        if e.errno != errno.ENXIO:
+            raise
+        data = end
+    holes += data - pos
+    if data >= end:
+        break
+    pos = os.lseek(fd, data, os.SEEK_HOLE)
+print(holes)
+PY
+}
+
+td_kill9() {
+	[ -n "$TD_PID" ] || return 0
+	kill -KILL "$TD_PID"
+	wait "$TD_PID" 2>/dev/null || true
+	TD_PID=
+	if td_is_mounted "$TD_MNT"; then
+		fusermount3 -u "$TD_MNT" 2>/dev/null || umount -l "$TD_MNT"
+	fi
+	! td_is_mounted "$TD_MNT"
+}
+
+td_not_mounted() {
+	! td_is_mounted "$1"
 }

@@ -52,7 +52,7 @@ static void end_all(struct td_tag_map *map, const int *tags, unsigned int n)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
@@ -110,7 +110,7 @@ static void check_fill(unsigned int depth)
 
 static void test_tag_start_returns_each_tag_once_then_ebusy(void **state)
 {
-	static const unsigned int depths[] = { 2, 3, 63, 64, 65, 100, 128, 1000 };
+	static const unsigned int depths[] = {2, 3, 63, 64, 65, 100, 128, 1000};
 
 	(void)state;
 	for (unsigned int i = 0; i < TD_ARRAY_SIZE(depths); i++)
@@ -283,7 +283,7 @@ static void test_tag_resize_shrink_within_a_word_masks_upper_bits(void **state)
 static void test_tag_resize_grow_makes_more_tags_available(void **state)
 {
 	struct td_tag_map *map = map_new(4);
-	bool seen[8] = { false };
+	bool seen[8] = {false};
 
 	(void)state;
 	for (int i = 0; i < 4; i++)
@@ -341,8 +341,8 @@ static void count_kick(void *user)
 static void test_tag_map_detach_one_of_two_users_keeps_map_usable(void **state)
 {
 	struct td_tag_map *map = map_new(8);
-	struct kick_rec q1 = { 0 };
-	struct kick_rec q2 = { 0 };
+	struct kick_rec q1 = {0};
+	struct kick_rec q2 = {0};
 	int tag;
 
 	(void)state;
@@ -373,7 +373,7 @@ static void test_tag_map_detach_one_of_two_users_keeps_map_usable(void **state)
 static void test_tag_map_same_user_attached_twice_needs_two_detaches(void **state)
 {
 	struct td_tag_map *map = map_new(8);
-	struct kick_rec q = { 0 };
+	struct kick_rec q = {0};
 
 	(void)state;
 	assert_int_equal(td_tag_map_attach(map, count_kick, &q), 0);
@@ -434,8 +434,8 @@ static void test_tag_map_kick_calls_each_user_once(void **state)
 static void test_tag_end_after_starvation_then_kick_wakes_users(void **state)
 {
 	struct td_tag_map *map = map_new(1);
-	struct kick_rec q1 = { 0 };
-	struct kick_rec q2 = { 0 };
+	struct kick_rec q1 = {0};
+	struct kick_rec q2 = {0};
 
 	(void)state;
 	assert_int_equal(td_tag_map_attach(map, count_kick, &q1), 0);
@@ -468,7 +468,7 @@ static void reentrant_kick(void *user)
 
 static void test_tag_map_kick_calls_kick_without_user_lock(void **state)
 {
-	struct reentrant_user ru = { .attach_ret = 1 };
+	struct reentrant_user ru = {.attach_ret = 1};
 
 	(void)state;
 	ru.map = map_new(4);
@@ -522,8 +522,8 @@ static void test_tag_map_detach_waits_for_running_kick(void **state)
 {
 	struct td_tag_map *map = map_new(4);
 	struct blocking_user bu;
-	struct kick_rec other = { 0 };
-	struct detach_args da = { .map = map, .user = &bu };
+	struct kick_rec other = {0};
+	struct detach_args da = {.map = map, .user = &bu};
 	pthread_t kicker;
 	pthread_t detacher;
 
@@ -561,7 +561,7 @@ static void test_tag_map_detach_waits_for_running_kick(void **state)
 /* Run @fn(@arg) in a child and expect it to die of SIGABRT (a failed assert). */
 static void expect_abort(void (*fn)(void *), void *arg)
 {
-	struct rlimit no_core = { 0, 0 };
+	struct rlimit no_core = {0, 0};
 	int status;
 	pid_t pid;
 
@@ -704,8 +704,8 @@ static void *first_tag_thread(void *arg)
 static void test_tag_first_tags_of_two_threads_land_in_different_words(void **state)
 {
 	struct td_tag_map *map = map_new(1024);
-	struct first_tag_args a = { .map = map };
-	struct first_tag_args b = { .map = map };
+	struct first_tag_args a = {.map = map};
+	struct first_tag_args b = {.map = map};
 	unsigned int nr_words = 1024 / WORD_BITS;
 	pthread_t t;
 
@@ -732,7 +732,7 @@ static void test_tag_first_tags_of_two_threads_land_in_different_words(void **st
  * Threaded stress. owner[tag] counts the threads that believe they hold the
  * tag: start must take it from 0 to 1 and end from 1 to 0.
  */
-#define STRESS_THREADS 4
+#define STRESS_THREADS	4
 #define STRESS_HOLD_MAX 8
 
 static atomic_int owner[TD_TAG_DEPTH_MAX];
@@ -750,7 +750,7 @@ struct stress {
 struct stress_thread {
 	struct stress *s;
 	uint64_t rng;
-	uintptr_t id;		/* thread number, in the high bits of its requests */
+	uintptr_t id; /* thread number, in the high bits of its requests */
 	uintptr_t nr_started;
 	int held[STRESS_HOLD_MAX];
 	void *held_rq[STRESS_HOLD_MAX]; /* the request started with held[i] */
@@ -859,8 +859,8 @@ static void run_stress(struct stress *s, struct kick_rec *kicks)
 
 static void test_tag_concurrent_start_end_never_hands_out_a_tag_twice(void **state)
 {
-	struct stress s = { .depth = 64, .cycles = 200000, .hold_max = STRESS_HOLD_MAX };
-	struct kick_rec kicks = { 0 };
+	struct stress s = {.depth = 64, .cycles = 200000, .hold_max = STRESS_HOLD_MAX};
+	struct kick_rec kicks = {0};
 
 	(void)state;
 	run_stress(&s, &kicks);
@@ -873,9 +873,9 @@ static void test_tag_concurrent_start_end_never_hands_out_a_tag_twice(void **sta
 
 static void test_tag_concurrent_starvation_is_always_reported(void **state)
 {
-	/* Each thread may hold the whole map, so each thread starves itself too. */
-	struct stress s = { .depth = 4, .cycles = 50000, .hold_max = 4 };
-	struct kick_rec kicks = { 0 };
+	/* A thread holding the whole map still tries another start, and starves. */
+	struct stress s = {.depth = 4, .cycles = 50000, .hold_max = 5};
+	struct kick_rec kicks = {0};
 	unsigned int reported;
 	int tag;
 
@@ -905,17 +905,36 @@ static void test_tag_concurrent_starvation_is_always_reported(void **state)
  * A waits until B has had the tag. B, having failed, waits for a kick. A
  * kick that never comes is the bug: B gives up after a long timeout.
  */
-#define RACE_ROUNDS 20000
+#define RACE_ROUNDS	50000
 #define RACE_TIMEOUT_MS 10000
 
 struct race {
 	struct td_tag_map *map;
-	atomic_uint round_ready; /* A holds the tag for this round */
+	atomic_uint round_ready;  /* A holds the tag for this round */
 	atomic_uint round_trying; /* B is starting in this round */
-	atomic_uint round_done;	 /* B has had the tag in this round */
+	atomic_uint round_done;	  /* B has had the tag in this round */
 	atomic_uint kicks;
 	atomic_bool lost;
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Busy-wait politely: spin, and yield every @every spins. Spinning keeps the
+ * two threads in step on separate CPUs; yielding keeps a run where the threads
+ * share one CPU (valgrind runs one thread at a time) from crawling.
+ */
+static void relax(unsigned int *spins, unsigned int every)
+{
+	if (++*spins % every == 0)
+		sched_yield();
+}
 
 static void race_kick(void *user)
 {
@@ -930,19 +949,24 @@ static void *race_ender(void *arg)
 	uint64_t rng = 0x2545f4914f6cdd1dULL;
 
 	for (unsigned int round = 1; round <= RACE_ROUNDS && !atomic_load(&r->lost); round++) {
+		unsigned int spins = 0;
 		int tag;
 
-		while ((tag = td_tag_start(r->map, rq_of(1))) < 0)
-			sched_yield();
+		/* B ended the previous round's tag, so this start succeeds at once. */
+		tag = td_tag_start(r->map, rq_of(1));
+		if (tag != 0) {
+			atomic_store(&r->lost, true);
+			break;
+		}
 		atomic_store(&r->round_ready, round);
 		while (atomic_load(&r->round_trying) != round)
-			;
+			relax(&spins, 1024);
 		for (volatile unsigned int spin = xorshift(&rng) % 256; spin; spin--)
 			;
 		if (td_tag_end(r->map, tag))
 			td_tag_map_kick(r->map);
 		while (atomic_load(&r->round_done) != round && !atomic_load(&r->lost))
-			sched_yield();
+			relax(&spins, 16);
 	}
 	return NULL;
 }
@@ -952,24 +976,30 @@ static void *race_starter(void *arg)
 	struct race *r = arg;
 
 	for (unsigned int round = 1; round <= RACE_ROUNDS; round++) {
+		unsigned int spins = 0;
 		unsigned int kicks;
 		int tag;
 
-		while (atomic_load(&r->round_ready) != round)
-			;
+		while (atomic_load(&r->round_ready) != round) {
+			if (atomic_load(&r->lost))
+				return NULL;
+			relax(&spins, 16);
+		}
 		for (;;) {
+			uint64_t deadline;
+
 			kicks = atomic_load(&r->kicks);
-			if (atomic_load(&r->round_trying) != round)
-				atomic_store(&r->round_trying, round);
+			atomic_store(&r->round_trying, round);
 			tag = td_tag_start(r->map, rq_of(2));
 			if (tag >= 0)
 				break;
-			for (int ms = 0; atomic_load(&r->kicks) == kicks; ms++) {
-				if (ms == RACE_TIMEOUT_MS) {
+			deadline = now_ms() + RACE_TIMEOUT_MS;
+			while (atomic_load(&r->kicks) == kicks) {
+				if (now_ms() > deadline) {
 					atomic_store(&r->lost, true);
 					return NULL;
 				}
-				sleep_ms(1);
+				relax(&spins, 16);
 			}
 		}
 		if (td_tag_end(r->map, tag))
@@ -981,7 +1011,7 @@ static void *race_starter(void *arg)
 
 static void test_tag_end_racing_a_failing_start_never_loses_the_kick(void **state)
 {
-	struct race r = { 0 };
+	struct race r = {0};
 	pthread_t a;
 	pthread_t b;
 
@@ -998,39 +1028,39 @@ static void test_tag_end_racing_a_failing_start_never_loses_the_kick(void **stat
 }
 
 /* Generous for valgrind; a deadlock must fail the run, not hang it. */
-#define WATCHDOG_S 600
+#define WATCHDOG_S 300
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tag_map_create_rejects_depth_out_of_range),
-		cmocka_unit_test(test_tag_map_create_has_depth_and_no_users),
-		cmocka_unit_test(test_tag_start_returns_each_tag_once_then_ebusy),
-		cmocka_unit_test(test_tag_start_depth_one_has_only_tag_zero),
-		cmocka_unit_test(test_tag_start_depth_max_hands_out_every_tag),
-		cmocka_unit_test(test_tag_end_frees_tag_that_start_returns_again),
-		cmocka_unit_test(test_tag_find_returns_request_of_busy_tag_only),
-		cmocka_unit_test(test_tag_end_returns_false_without_failed_start),
-		cmocka_unit_test(test_tag_end_reports_starvation_exactly_once),
-		cmocka_unit_test(test_tag_resize_shrink_keeps_busy_tags_above_depth),
-		cmocka_unit_test(test_tag_resize_shrink_within_a_word_masks_upper_bits),
-		cmocka_unit_test(test_tag_resize_grow_makes_more_tags_available),
-		cmocka_unit_test(test_tag_resize_rejects_depth_out_of_range),
-		cmocka_unit_test(test_tag_map_detach_one_of_two_users_keeps_map_usable),
-		cmocka_unit_test(test_tag_map_same_user_attached_twice_needs_two_detaches),
-		cmocka_unit_test(test_tag_map_destroy_frees_never_attached_map),
-		cmocka_unit_test(test_tag_map_kick_calls_each_user_once),
-		cmocka_unit_test(test_tag_end_after_starvation_then_kick_wakes_users),
-		cmocka_unit_test(test_tag_map_kick_calls_kick_without_user_lock),
-		cmocka_unit_test(test_tag_map_detach_waits_for_running_kick),
-		cmocka_unit_test(test_tag_end_of_free_tag_aborts),
-		cmocka_unit_test(test_tag_end_of_out_of_range_tag_aborts),
-		cmocka_unit_test(test_tag_map_misuse_of_users_aborts),
-		cmocka_unit_test(test_tag_start_stays_in_hint_word_until_full),
-		cmocka_unit_test(test_tag_first_tags_of_two_threads_land_in_different_words),
-		cmocka_unit_test(test_tag_concurrent_start_end_never_hands_out_a_tag_twice),
-		cmocka_unit_test(test_tag_concurrent_starvation_is_always_reported),
-		cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
+	    cmocka_unit_test(test_tag_map_create_rejects_depth_out_of_range),
+	    cmocka_unit_test(test_tag_map_create_has_depth_and_no_users),
+	    cmocka_unit_test(test_tag_start_returns_each_tag_once_then_ebusy),
+	    cmocka_unit_test(test_tag_start_depth_one_has_only_tag_zero),
+	    cmocka_unit_test(test_tag_start_depth_max_hands_out_every_tag),
+	    cmocka_unit_test(test_tag_end_frees_tag_that_start_returns_again),
+	    cmocka_unit_test(test_tag_find_returns_request_of_busy_tag_only),
+	    cmocka_unit_test(test_tag_end_returns_false_without_failed_start),
+	    cmocka_unit_test(test_tag_end_reports_starvation_exactly_once),
+	    cmocka_unit_test(test_tag_resize_shrink_keeps_busy_tags_above_depth),
+	    cmocka_unit_test(test_tag_resize_shrink_within_a_word_masks_upper_bits),
+	    cmocka_unit_test(test_tag_resize_grow_makes_more_tags_available),
+	    cmocka_unit_test(test_tag_resize_rejects_depth_out_of_range),
+	    cmocka_unit_test(test_tag_map_detach_one_of_two_users_keeps_map_usable),
+	    cmocka_unit_test(test_tag_map_same_user_attached_twice_needs_two_detaches),
+	    cmocka_unit_test(test_tag_map_destroy_frees_never_attached_map),
+	    cmocka_unit_test(test_tag_map_kick_calls_each_user_once),
+	    cmocka_unit_test(test_tag_end_after_starvation_then_kick_wakes_users),
+	    cmocka_unit_test(test_tag_map_kick_calls_kick_without_user_lock),
+	    cmocka_unit_test(test_tag_map_detach_waits_for_running_kick),
+	    cmocka_unit_test(test_tag_end_of_free_tag_aborts),
+	    cmocka_unit_test(test_tag_end_of_out_of_range_tag_aborts),
+	    cmocka_unit_test(test_tag_map_misuse_of_users_aborts),
+	    cmocka_unit_test(test_tag_start_stays_in_hint_word_until_full),
+	    cmocka_unit_test(test_tag_first_tags_of_two_threads_land_in_different_words),
+	    cmocka_unit_test(test_tag_concurrent_start_end_never_hands_out_a_tag_twice),
+	    cmocka_unit_test(test_tag_concurrent_starvation_is_always_reported),
+	    cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
 	};
 
 	alarm(WATCHDOG_S);
