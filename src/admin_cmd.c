@@ -22,6 +22,8 @@
 #include "tagdisk/queue.h"
 #include "tagdisk/stats.h"
 #include "tagdisk/tag.h"
+#include "tagdisk/log.h"
+#include "tagdisk/wcache.h"
 
 #ifndef TD_VERSION
 #define TD_VERSION "unknown"
@@ -432,6 +434,23 @@ static void cmd_stats(struct td_admin *a, const struct td_admin_request *req, st
 			  ds.seeks ? (double)ds.seek_distance / (double)ds.seeks : 0.0);
 	td_json_obj_end(out);
 
+	struct td_wcache_stats cs;
+
+	if (td_drive_cache_stats(a->p.drive, &cs)) {
+		td_json_key(out, "cache");
+		td_json_obj_begin(out);
+		td_json_kv_u64(out, "cached_bytes", cs.cached_bytes);
+		td_json_kv_u64(out, "lines", cs.lines);
+		td_json_kv_u64(out, "writes", cs.writes);
+		td_json_kv_u64(out, "written_back_bytes", cs.written_back);
+		td_json_kv_u64(out, "evicted_lines", cs.evicted_lines);
+		td_json_kv_u64(out, "flushes", cs.flushes);
+		td_json_kv_u64(out, "powerfails", cs.powerfails);
+		td_json_kv_u64(out, "lost_writes", cs.lost_writes);
+		td_json_kv_u64(out, "lost_sectors", cs.lost_sectors);
+		td_json_obj_end(out);
+	}
+
 	/* The 17 fields of /sys/block/<dev>/stat (Documentation/admin-guide/iostats.rst). */
 	const uint64_t ms = TD_NSEC_PER_MSEC;
 	uint64_t sysfs[17] = {
@@ -758,12 +777,46 @@ static void cmd_inject(struct td_admin *a, const struct td_admin_request *req, s
 static void cmd_powerfail(struct td_admin *a, const struct td_admin_request *req,
 			  struct td_json *out)
 {
+	static const char *const keys[] = { "keep", "seed" };
+	const char *val[2];
+	struct td_powerfail_result r;
 	struct td_drive_status ds;
+	uint64_t keep = 0;
+	uint64_t seed = td_inject_seed(td_drive_inject(a->p.drive));
+	char err[256];
 
-	(void)req;
-	td_drive_get_status(a->p.drive, &ds);
-	td_admin_error(out, "powerfail: needs write_cache = volatile (this drive is %s)",
-		       td_write_cache_name(ds.write_cache));
+	if (td_admin_kv(req->argv, req->argc, keys, 2, val, err, sizeof(err))) {
+		td_admin_error(out, "powerfail: %s", err);
+		return;
+	}
+	if ((val[0] && number_arg(out, "powerfail: keep", val[0], 0, 100, &keep)) ||
+	    (val[1] && number_arg(out, "powerfail: seed", val[1], 0, UINT64_MAX, &seed)))
+		return;
+	int ret = td_drive_powerfail(a->p.drive, (unsigned int)keep, seed, &r);
+
+	if (ret == -EOPNOTSUPP) {
+		td_drive_get_status(a->p.drive, &ds);
+		td_admin_error(out, "powerfail: needs write_cache = volatile (this drive is %s)",
+			       td_write_cache_name(ds.write_cache));
+		return;
+	}
+	if (ret) {
+		td_admin_error(out, "powerfail: %s", strerror(-ret));
+		return;
+	}
+	td_notice("powerfail: lost %llu writes (%llu sectors), kept %llu writes (%llu sectors), "
+		  "keep=%llu%% seed=%llu",
+		  (unsigned long long)r.lost_writes, (unsigned long long)r.lost_sectors,
+		  (unsigned long long)r.kept_writes, (unsigned long long)r.kept_sectors,
+		  (unsigned long long)keep, (unsigned long long)seed);
+	begin_ok(out);
+	td_json_kv_u64(out, "lost_writes", r.lost_writes);
+	td_json_kv_u64(out, "lost_sectors", r.lost_sectors);
+	td_json_kv_u64(out, "kept_writes", r.kept_writes);
+	td_json_kv_u64(out, "kept_sectors", r.kept_sectors);
+	td_json_kv_u64(out, "keep", keep);
+	td_json_kv_u64(out, "seed", seed);
+	td_json_obj_end(out);
 }
 
 static void cmd_trace(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)

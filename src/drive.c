@@ -43,6 +43,7 @@
 #include "tagdisk/inject.h"
 #include "tagdisk/lock.h"
 #include "tagdisk/log.h"
+#include "tagdisk/wcache.h"
 
 struct td_drive {
 	struct td_mutex lock;
@@ -62,6 +63,7 @@ struct td_drive {
 	uint64_t tracks;
 	uint64_t rev_ns;
 	struct td_inject *inject;
+	struct td_wcache *wc; /* write_cache = volatile only */
 	td_drive_complete_fn complete;
 	void *complete_ctx;
 
@@ -154,16 +156,21 @@ static int exec_cmd(struct td_drive *d, const struct td_cdb_cmd *c, struct td_bi
 		}
 		if (data != len)
 			return -EIO; /* the data-out buffer does not match the command */
+		if (d->wc)
+			return c->op == TD_OP_READ ? td_wcache_read(d->wc, iov, iovcnt, off)
+						   : td_wcache_write(d->wc, iov, iovcnt, off, c->fua);
 		if (c->op == TD_OP_READ)
 			return d->be.ops->read(d->be.priv, iov, iovcnt, off);
 		return d->be.ops->write(d->be.priv, iov, iovcnt, off,
 					c->fua || d->write_cache == TD_WC_WRITETHROUGH);
 	case TD_OP_FLUSH:
-		return d->be.ops->flush(d->be.priv);
+		return d->wc ? td_wcache_flush(d->wc) : d->be.ops->flush(d->be.priv);
 	case TD_OP_DISCARD:
-		return d->be.ops->discard(d->be.priv, off, len);
+		return d->wc ? td_wcache_discard(d->wc, off, len)
+			     : d->be.ops->discard(d->be.priv, off, len);
 	case TD_OP_WRITE_ZEROES:
-		return d->be.ops->write_zeroes(d->be.priv, off, len);
+		return d->wc ? td_wcache_write_zeroes(d->wc, off, len)
+			     : d->be.ops->write_zeroes(d->be.priv, off, len);
 	}
 	return -EIO;
 }
@@ -514,8 +521,8 @@ static int check_params(const struct td_drive_params *p)
 		return -EINVAL;
 	if (p->model == TD_MODEL_SSD && !p->ssd.transfer_mb_s)
 		return -EINVAL;
-	if (p->write_cache == TD_WC_VOLATILE)
-		return -EOPNOTSUPP;
+	if (p->write_cache == TD_WC_VOLATILE && p->cache_size < TD_WCACHE_LINE)
+		return -EINVAL;
 	return 0;
 }
 
@@ -557,10 +564,15 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
 	d->inject = td_inject_create(p->seed);
 	if (!d->inject)
 		goto out_free;
+	if (d->write_cache == TD_WC_VOLATILE) {
+		d->wc = td_wcache_create(&d->be, d->capacity_bytes, p->cache_size);
+		if (!d->wc)
+			goto out_destroy_inject;
+	}
 	if (d->nr_threads) {
 		d->threads = calloc(d->nr_threads, sizeof(*d->threads));
 		if (!d->threads)
-			goto out_destroy_inject;
+			goto out_destroy_wcache;
 	}
 	for (unsigned int i = 0; i < d->nr_threads; i++) {
 		int r = pthread_create(&d->threads[i], NULL,
@@ -582,6 +594,9 @@ out_stop_threads:
 	for (unsigned int i = 0; i < d->nr_threads; i++)
 		pthread_join(d->threads[i], NULL);
 	free(d->threads);
+out_destroy_wcache:
+	if (d->wc)
+		td_wcache_destroy(d->wc);
 out_destroy_inject:
 	td_inject_destroy(d->inject);
 out_free:
@@ -613,10 +628,28 @@ void td_drive_destroy(struct td_drive *d)
 		pthread_join(d->threads[i], NULL);
 	free(d->threads);
 	td_inject_destroy(d->inject);
+	if (d->wc)
+		td_wcache_destroy(d->wc);
 	if (d->be.ops->destroy)
 		d->be.ops->destroy(d->be.priv);
 	td_cond_destroy(&d->idle_cond);
 	td_cond_destroy(&d->work_cond);
 	td_mutex_destroy(&d->lock);
 	free(d);
+}
+
+int td_drive_powerfail(struct td_drive *d, unsigned int keep_pct, uint64_t seed,
+		       struct td_powerfail_result *res)
+{
+	if (!d->wc)
+		return -EOPNOTSUPP;
+	return td_wcache_powerfail(d->wc, keep_pct, seed, res);
+}
+
+bool td_drive_cache_stats(struct td_drive *d, struct td_wcache_stats *st)
+{
+	if (!d->wc)
+		return false;
+	td_wcache_get_stats(d->wc, st);
+	return true;
 }

@@ -21,6 +21,10 @@
  *    positioning time (seek from head distance + rotational latency) first,
  *    then sleeps for seek + rotation + transfer + overhead in real time.
  *
+ * Write caching: writeback and writethrough go straight to the backend
+ * (writethrough makes every write FUA); volatile puts a td_wcache
+ * (tagdisk/wcache.h) between the commands and the backend.
+ *
  * Faults (tagdisk/inject.h) are applied when a command starts: an injected
  * error completes it with -EIO without touching the backend, a hang makes the
  * drive hold it forever (until a reset), latency delays it.
@@ -185,6 +189,20 @@ struct td_drive_status {
 
 /* Snapshot the drive's counters. */
 void td_drive_get_status(struct td_drive *d, struct td_drive_status *st) td_nonnull(1, 2);
+
+struct td_powerfail_result;
+struct td_wcache_stats;
+
+/*
+ * write_cache = volatile: lose power (see tagdisk/wcache.h), keeping @keep_pct
+ * percent of the unflushed cache lines at random (seeded by @seed).
+ * Return: 0, -EOPNOTSUPP without a volatile cache, -EINVAL for @keep_pct > 100.
+ */
+int td_drive_powerfail(struct td_drive *d, unsigned int keep_pct, uint64_t seed,
+		       struct td_powerfail_result *res) td_nonnull(1, 4);
+
+/* Copy the volatile cache's counters into @st. Return: false without a volatile cache. */
+bool td_drive_cache_stats(struct td_drive *d, struct td_wcache_stats *st) td_nonnull(1, 2);
 
 /* Return: static names ("none", "hdd", "ssd"; "writeback", "writethrough", "volatile"). */
 const char *td_drive_model_name(enum td_drive_model m);
