@@ -48,7 +48,7 @@ INIPARSER_LIBS   ?= -liniparser
 ENGINE := rbtree lock log bio rangelock request queue elevator elv_noop elv_deadline \
 	cdb prep tag drive drive_file drive_null drive_mem inject stats trace wcache
 # Parsers and formatting shared by the daemon and the CLI (no FUSE).
-COMMON := config json ctl_format
+COMMON := config json ctl_format blktrace
 # The daemon's modules besides main(): front end, admin socket, image, notification.
 DAEMON := frontend admin admin_cmd image notify
 
@@ -157,12 +157,57 @@ clean:
 $(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/bench/bench_engine: $(BUILD)/bench/bench_engine.o $(LIBTD)
 	@$(if $(Q),echo '  LD      $@')
 	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) -lm
 
+$(BUILD)/bench/tagdisk-passthrough: $(BUILD)/bench/passthrough.o $(LIBS)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
+
+.PHONY: bench-tools
+bench-tools: all $(BUILD)/bench/bench_engine $(BUILD)/bench/tagdisk-passthrough
+
+# About 10 minutes on 2 cores. BENCH_ARGS=--on-disk puts the images on disk instead of tmpfs.
+BENCH_ARGS ?=
+bench: deps bench-tools
+	@python3 bench/bench.py --build $(BUILD) $(BENCH_ARGS)
+
 BENCH_ENGINE_SECONDS ?= 1
 bench-engine: $(BUILD)/bench/bench_engine
 	@$(BUILD)/bench/bench_engine $(BENCH_ENGINE_SECONDS)
+
+# ---- fuzzing (libFuzzer; clang and libclang-rt-14-dev) -----------------------------------
+#   make fuzz         every harness for FUZZ_SECONDS from its seed corpus, then its kept
+#                     regression inputs; one line per harness; fails on any crash
+#   make fuzz-check   the same for FUZZ_CHECK_SECONDS each, as tests/run-tests.sh counts it
+# tests/fuzz/run.sh does the running (scratch corpora in /tmp, skips without libFuzzer).
+# The engine is compiled again by clang with the sanitizers in FUZZ_BUILD. Its objects get
+# -Wno-error there, since clang warns where gcc does not; the harnesses keep -Werror.
+FUZZ_CC            ?= clang
+FUZZ_BUILD         ?= build/fuzz
+FUZZ_SECONDS       ?= 60
+FUZZ_CHECK_SECONDS ?= 10
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+FUZZ_HARNESSES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+.PHONY: fuzz-check fuzz-build fuzz-harnesses
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SAN_FLAGS="$(FUZZ_SAN)" \
+		CFLAGS="-O1 -g -Wno-error" fuzz-harnesses
+
+fuzz-harnesses: $(patsubst %,$(BUILD)/%,$(FUZZ_HARNESSES))
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(HEADERS) $(LIBS)
+	@$(if $(Q),echo '  FUZZ    $@')
+	$(Q)$(CC) $(TD_CPPFLAGS) -Isrc $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -Werror \
+		-fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
+
+fuzz:
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-check:
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) tests/fuzz/run.sh $(FUZZ_CHECK_SECONDS)

@@ -15,6 +15,8 @@
  * one straight to the drive.
  *
  *   build/bench/bench_engine [SECONDS_PER_CASE]
+ *   build/bench/bench_engine SECONDS bio|rq+noop|rq+deadline DEPTH THREADS   (one case,
+ *                                  for profiling)
  *
  * Prints requests/s and ns/request per configuration, and the figures the
  * targets are judged by: rq-mode ns/request at depth 1, 32 and 1024, and
@@ -181,6 +183,22 @@ int main(int argc, char **argv)
 
 	if (seconds <= 0)
 		seconds = 1.0;
+	if (argc == 5) {
+		for (size_t m = 0; m < TD_ARRAY_SIZE(modes); m++) {
+			if (strcmp(argv[2], modes[m].label) != 0)
+				continue;
+			struct bench_case bc = { modes[m].mode, modes[m].elevator,
+						 (unsigned int)atoi(argv[3]),
+						 (unsigned int)TD_MIN(TD_MAX(atoi(argv[4]), 1), 2) };
+			double nsr, r = run_case(&bc, seconds, &nsr);
+
+			printf("%s depth %u threads %u: %.0f requests/s, %.1f ns/request\n", argv[2],
+			       bc.depth, bc.threads, r, nsr);
+			return 0;
+		}
+		fprintf(stderr, "bench_engine: unknown mode \"%s\"\n", argv[2]);
+		return 2;
+	}
 	printf("tagdisk engine benchmark: null drive, inline completion, random 4 KiB reads, "
 	       "%.1f s per case\n\n",
 	       seconds);

@@ -20,9 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,29 +115,38 @@ static size_t out_pending(const struct conn *c)
 
 /* ---- credentials ----------------------------------------------------------------------- */
 
-/* Return: true when @uid (with primary group @gid) may use a socket of group @sock_gid. */
-static bool peer_allowed(uid_t uid, gid_t gid, gid_t sock_gid)
+/*
+ * Return: true when the peer on @fd, with credentials @cred, may use a socket of group
+ * @sock_gid: root, the daemon's user, or a process whose group or supplementary groups
+ * include it. The groups are the peer's own (SO_PEERGROUPS, taken at connect time), the
+ * ones the kernel judged the socket file's permissions by, not the user database's.
+ */
+static bool peer_allowed(int fd, const struct ucred *cred, gid_t sock_gid)
 {
-	if (uid == 0 || uid == geteuid())
+	gid_t small[64];
+	gid_t *groups = small;
+	socklen_t len = sizeof(small);
+	bool found = false;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
 		return true;
 	if (sock_gid == (gid_t)-1)
 		sock_gid = getegid();
-	if (gid == sock_gid)
+	if (cred->gid == sock_gid)
 		return true;
-
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	gid_t groups[256];
-	int n = (int)TD_ARRAY_SIZE(groups);
-
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) || !res)
-		return false;
-	if (getgrouplist(res->pw_name, res->pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == sock_gid)
-			return true;
-	return false;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		/* ERANGE: more groups than fit; len now says how many bytes they need. */
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return false;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			goto out_free;
+	}
+	for (size_t i = 0; i < len / sizeof(*groups); i++)
+		found |= groups[i] == sock_gid;
+out_free:
+	if (groups != small)
+		free(groups);
+	return found;
 }
 
 /* ---- the socket file ------------------------------------------------------------------- */
@@ -277,7 +284,7 @@ static struct conn *conn_accept(struct td_admin *a, int nconns)
 		close(fd);
 		return NULL;
 	}
-	if (!peer_allowed(cred.uid, cred.gid, a->p.socket_gid)) {
+	if (!peer_allowed(fd, &cred, a->p.socket_gid)) {
 		static const char msg[] = "{\"ok\":false,\"error\":\"permission denied: not root, "
 					  "the daemon's user, or a member of the socket's "
 					  "group\"}\n";
@@ -347,8 +354,13 @@ static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
 
 		if (n < 0)
 			return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
-		if (n == 0)
-			return false; /* the client is done; what it sent was answered */
+		if (n == 0) {
+			/* The client is done sending: answer what it sent, then close. */
+			if (c->sub)
+				return false;
+			c->closing = true;
+			return true;
+		}
 		if (c->sub)
 			continue; /* a trace stream takes no more commands */
 		c->in_len += (size_t)n;

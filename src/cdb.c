@@ -38,37 +38,47 @@
 #define CDB10_LEN 10
 #define CDB16_LEN 16
 
+/* Big-endian fields at any alignment: byte swaps through memcpy compile to a load or store. */
 static void put_be16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
+	v = __builtin_bswap16(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
-	put_be16(p, (uint16_t)(v >> 16));
-	put_be16(p + 2, (uint16_t)v);
+	v = __builtin_bswap32(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put_be64(uint8_t *p, uint64_t v)
 {
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
+	v = __builtin_bswap64(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static uint16_t get_be16(const uint8_t *p)
 {
-	return (uint16_t)((unsigned int)p[0] << 8 | p[1]);
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap16(v);
 }
 
 static uint32_t get_be32(const uint8_t *p)
 {
-	return (uint32_t)get_be16(p) << 16 | get_be16(p + 2);
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap32(v);
 }
 
 static uint64_t get_be64(const uint8_t *p)
 {
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap64(v);
 }
 
 /* A (10) or (16) command with the common LBA / number-of-blocks layout. */

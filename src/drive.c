@@ -73,8 +73,9 @@ struct td_drive {
 	unsigned int nr_pending;
 	unsigned int nr_hung;
 	unsigned int executing;
-	unsigned int quiesce_seq;
-	unsigned int quiescing;
+	_Atomic unsigned int inline_executing; /* claimed by inline runners (no lock) */
+	_Atomic unsigned int quiesce_seq; /* written under lock; read without it by inline runs */
+	_Atomic unsigned int quiescing; /* changed under lock */
 	bool stop;
 	uint64_t head_sector;
 	uint64_t seeks;
@@ -238,7 +239,7 @@ static bool wait_delay_locked(struct td_drive *d, uint64_t deadline, unsigned in
 static void put_executing_locked(struct td_drive *d)
 {
 	assert(d->executing > 0);
-	if (--d->executing == 0 && d->quiescing)
+	if (--d->executing == 0 && atomic_load(&d->quiescing))
 		td_cond_broadcast(&d->idle_cond);
 }
 
@@ -392,8 +393,9 @@ void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx)
 	d->complete_ctx = ctx;
 }
 
-void td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
+bool td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
 {
+	unsigned int seq = atomic_load(&d->quiesce_seq);
 	struct td_list *pos;
 	unsigned int n = 0;
 
@@ -408,18 +410,28 @@ void td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
 		 */
 		if (rq->drive_decode_err)
 			rq->drive_cmd = (struct td_cdb_cmd){ .op = TD_OP_FLUSH };
+		rq->drive_seq = seq;
 		n++;
+	}
+	if (!d->nr_threads) {
+		/*
+		 * Inline: the caller runs these as soon as it drops its queue lock.
+		 * They count as executing from now on, so a reset (which bumps the
+		 * queue's generation under that lock before quiescing us) waits for
+		 * them; seq_cst pairs with the load in td_drive_quiesce().
+		 */
+		atomic_fetch_add(&d->inline_executing, n);
+		return true;
 	}
 	td_mutex_lock(&d->lock);
 	td_list_splice_tail_init(rqs, &d->pending);
 	d->nr_pending += n;
-	if (d->nr_threads) {
-		if (n > 1)
-			td_cond_broadcast(&d->work_cond);
-		else
-			td_cond_signal(&d->work_cond);
-	}
+	if (n > 1)
+		td_cond_broadcast(&d->work_cond);
+	else
+		td_cond_signal(&d->work_cond);
 	td_mutex_unlock(&d->lock);
+	return false;
 }
 
 bool td_drive_is_inline(const struct td_drive *d)
@@ -427,17 +439,58 @@ bool td_drive_is_inline(const struct td_drive *d)
 	return d->nr_threads == 0;
 }
 
-unsigned int td_drive_run_inline(struct td_drive *d)
+unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *batch)
 {
-	unsigned int ran = 0;
+	struct td_list done = TD_LIST_INIT(done);
+	unsigned int n = 0, ran = 0;
 
-	td_mutex_lock(&d->lock);
-	while (d->nr_pending) {
-		struct td_request *rq = take_first_locked(d);
+	while (!td_list_empty(batch)) {
+		struct td_request *rq = td_list_first_entry(batch, struct td_request, drive_list);
+		const struct td_cdb_cmd *c = &rq->drive_cmd;
+		struct td_inject_verdict v;
 
-		ran += run_command_locked(d, rq, d->quiesce_seq, 0);
+		td_list_del(&rq->drive_list);
+		n++;
+		/* A reset began: the command is the queue's again. */
+		if (atomic_load(&d->quiesce_seq) != rq->drive_seq)
+			continue;
+		td_inject_check(d->inject, c->op, cmd_sector(d, c),
+				c->nr_blocks * (d->lbs >> TD_SECTOR_SHIFT), &v);
+		if (td_unlikely(v.hang || v.latency_us)) {
+			bool keep = true;
+
+			td_mutex_lock(&d->lock);
+			if (d->quiesce_seq != rq->drive_seq) {
+				keep = false;
+			} else if (v.hang) {
+				td_list_add_tail(&rq->drive_list, &d->hung);
+				d->nr_hung++;
+				keep = false;
+			} else {
+				keep = wait_delay_locked(
+					d, td_now_ns() + (uint64_t)v.latency_us * TD_NSEC_PER_USEC,
+					rq->drive_seq);
+			}
+			td_mutex_unlock(&d->lock);
+			if (!keep)
+				continue;
+		}
+		if (rq->drive_decode_err)
+			rq->error = -EIO;
+		else
+			rq->error = v.error ? v.error : exec_cmd(d, c, rq->bio);
+		td_list_add_tail(&rq->drive_list, &done);
+		ran++;
 	}
-	td_mutex_unlock(&d->lock);
+	atomic_fetch_add_explicit(&d->commands, ran, memory_order_relaxed);
+	if (ran)
+		d->complete(d->complete_ctx, &done);
+	/* Off the books only after the completions returned (see td_drive_quiesce()). */
+	if (atomic_fetch_sub(&d->inline_executing, n) == n && atomic_load(&d->quiescing)) {
+		td_mutex_lock(&d->lock);
+		td_cond_broadcast(&d->idle_cond);
+		td_mutex_unlock(&d->lock);
+	}
 	return ran;
 }
 
@@ -447,7 +500,7 @@ unsigned int td_drive_quiesce(struct td_drive *d)
 
 	td_mutex_lock(&d->lock);
 	d->quiescing++;
-	d->quiesce_seq++;
+	atomic_fetch_add(&d->quiesce_seq, 1);
 	dropped = d->nr_pending + d->nr_hung;
 	/* The queue still lists these as in flight and requeues them after the reset. */
 	while (!td_list_empty(&d->pending))
@@ -457,8 +510,9 @@ unsigned int td_drive_quiesce(struct td_drive *d)
 	d->nr_pending = 0;
 	d->nr_hung = 0;
 	td_cond_broadcast(&d->work_cond); /* wake commands waiting out a delay */
-	while (d->executing)
-		td_cond_wait(&d->idle_cond, &d->lock);
+	/* Inline runners signal without our lock: look again every millisecond too. */
+	while (d->executing || atomic_load(&d->inline_executing))
+		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
 	d->quiescing--;
 	td_mutex_unlock(&d->lock);
 	return dropped;
@@ -500,7 +554,7 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 	st->write_cache = d->write_cache;
 	st->workers = d->nr_threads;
 	st->queued = d->nr_pending + d->nr_hung;
-	st->executing = d->executing;
+	st->executing = d->executing + atomic_load(&d->inline_executing);
 	st->hung = d->nr_hung;
 	st->seeks = d->seeks;
 	st->seek_distance = d->seek_distance;
@@ -618,8 +672,8 @@ void td_drive_destroy(struct td_drive *d)
 	 * way out of the completion function: let it get off the books first.
 	 */
 	d->quiescing++;
-	while (d->executing)
-		td_cond_wait(&d->idle_cond, &d->lock);
+	while (d->executing || atomic_load(&d->inline_executing))
+		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
 	d->quiescing--;
 	d->stop = true;
 	td_cond_broadcast(&d->work_cond);

@@ -5,7 +5,8 @@
  * The core owns what all I/O schedulers need for merging, so a type only
  * implements its policy:
  *  - a hash of QUEUED read/write requests keyed on their end sector: a bio
- *    that starts where a request ends is found in O(1) (back merge);
+ *    that starts where a request ends is found in O(1) (back merge); and
+ *    one keyed on their start sector, for front merges;
  *  - a one-entry hint, the request that took the last merge, checked first,
  *    since sequential streams merge into the same request again and again;
  *  - request merging after a bio merge: when the grown request now touches
@@ -30,7 +31,8 @@ static const struct td_elevator_type *const registry[] = {
 struct td_elevator {
 	const struct td_elevator_type *type;
 	void *data;
-	struct td_list *hash; /* buckets of QUEUED requests by end sector */
+	struct td_list *hash;  /* buckets of QUEUED requests by end sector */
+	struct td_list *fhash; /* by start sector */
 	uint32_t hash_mask;
 	uint32_t count; /* requests held */
 	uint32_t max_sectors;
@@ -71,11 +73,12 @@ struct td_elevator *td_elv_create(const struct td_elevator_type *type,
 		goto out_err;
 	while (buckets < nr_requests && buckets < (1U << 20))
 		buckets <<= 1;
-	e->hash = malloc(buckets * sizeof(*e->hash));
+	e->hash = malloc(2 * buckets * sizeof(*e->hash));
 	if (!e->hash)
 		goto out_free_e;
-	for (uint32_t i = 0; i < buckets; i++)
+	for (uint32_t i = 0; i < 2 * buckets; i++)
 		td_list_init(&e->hash[i]);
+	e->fhash = e->hash + buckets;
 	e->hash_mask = buckets - 1;
 	e->type = type;
 	e->max_sectors = eq->max_sectors;
@@ -111,32 +114,50 @@ uint32_t td_elv_count(const struct td_elevator *e)
 	return e->count;
 }
 
-static struct td_list *hash_bucket(struct td_elevator *e, uint64_t end_sector)
+static struct td_list *hash_bucket(struct td_elevator *e, struct td_list *table, uint64_t sector)
 {
-	/* Fibonacci hashing: sequential end sectors land in different buckets. */
-	return &e->hash[(end_sector * 0x9e3779b97f4a7c15ULL) >> 40 & e->hash_mask];
+	/* Fibonacci hashing: sequential sectors land in different buckets. */
+	return &table[(sector * 0x9e3779b97f4a7c15ULL) >> 40 & e->hash_mask];
 }
 
 static void hash_add(struct td_elevator *e, struct td_request *rq)
 {
-	if (td_op_has_data(rq->op))
-		td_list_add(&rq->hash, hash_bucket(e, td_rq_end_sector(rq)));
+	if (!td_op_has_data(rq->op))
+		return;
+	td_list_add(&rq->hash, hash_bucket(e, e->hash, td_rq_end_sector(rq)));
+	if (e->type->front_merges)
+		td_list_add(&rq->fhash, hash_bucket(e, e->fhash, rq->sector));
 }
 
 static void hash_del(struct td_request *rq)
 {
 	td_list_del(&rq->hash);
+	td_list_del(&rq->fhash);
 }
 
+/* Return: a queued request ending at @end_sector, or NULL. */
 static struct td_request *hash_find(struct td_elevator *e, uint64_t end_sector)
 {
-	struct td_list *bucket = hash_bucket(e, end_sector);
 	struct td_list *pos;
 
-	td_list_for_each(pos, bucket) {
+	td_list_for_each(pos, hash_bucket(e, e->hash, end_sector)) {
 		struct td_request *rq = td_list_entry(pos, struct td_request, hash);
 
 		if (td_rq_end_sector(rq) == end_sector)
+			return rq;
+	}
+	return NULL;
+}
+
+/* Return: a queued request starting at @sector, or NULL. */
+static struct td_request *fhash_find(struct td_elevator *e, uint64_t sector)
+{
+	struct td_list *pos;
+
+	td_list_for_each(pos, hash_bucket(e, e->fhash, sector)) {
+		struct td_request *rq = td_list_entry(pos, struct td_request, fhash);
+
+		if (rq->sector == sector)
 			return rq;
 	}
 	return NULL;
@@ -166,7 +187,7 @@ enum td_elv_merge td_elv_merge(struct td_elevator *e, const struct td_bio *bio,
 			*rqp = rq;
 			return TD_ELV_BACK_MERGE;
 		}
-		if (bio->sector + bio->nr_sectors == rq->sector && e->type->find_merge) {
+		if (bio->sector + bio->nr_sectors == rq->sector && e->type->front_merges) {
 			*rqp = rq;
 			return TD_ELV_FRONT_MERGE;
 		}
@@ -178,12 +199,12 @@ enum td_elv_merge td_elv_merge(struct td_elevator *e, const struct td_bio *bio,
 		return TD_ELV_BACK_MERGE;
 	}
 
-	if (e->type->find_merge &&
-	    e->type->find_merge(e->data, bio, &rq) == TD_ELV_FRONT_MERGE &&
-	    td_rq_bio_mergeable(rq, bio, e->max_sectors)) {
-		assert(bio->sector + bio->nr_sectors == rq->sector);
-		*rqp = rq;
-		return TD_ELV_FRONT_MERGE;
+	if (e->type->front_merges) {
+		rq = fhash_find(e, bio->sector + bio->nr_sectors);
+		if (rq && td_rq_bio_mergeable(rq, bio, e->max_sectors)) {
+			*rqp = rq;
+			return TD_ELV_FRONT_MERGE;
+		}
 	}
 	return TD_ELV_NO_MERGE;
 }
@@ -220,7 +241,9 @@ struct td_request *td_elv_merge_bio(struct td_elevator *e, struct td_request *rq
 			return merge_requests(e, rq, next);
 	} else {
 		assert(type == TD_ELV_FRONT_MERGE);
+		hash_del(rq);
 		td_rq_front_merge(rq, bio);
+		hash_add(e, rq);
 		if (e->type->merged)
 			e->type->merged(e->data, rq, type);
 		struct td_request *prev =

@@ -17,9 +17,9 @@
  * continues the sweep. These are the semantics of the Linux deadline
  * scheduler; the tunables' defaults and units are in tagdisk/elevator.h.
  *
- * Merges: the core finds back merges through its hash; this elevator finds
- * front merges by looking up the bio's end sector in the sorted tree, and
- * offers its sorted neighbours for request merging. When two requests merge,
+ * Merges: the core finds back and front merges through its hashes (this
+ * elevator asks for front merges), and this elevator offers its sorted
+ * neighbours for request merging. When two requests merge,
  * the survivor keeps the earlier deadline and that one's place in the FIFO.
  *
  * LOCKING: called with the queue lock held (see tagdisk/elevator.h).
@@ -43,11 +43,6 @@ struct deadline_data {
 static int rq_dir(const struct td_request *rq)
 {
 	return td_op_is_write(rq->op) ? DD_WRITE : DD_READ;
-}
-
-static int op_dir(enum td_op op)
-{
-	return td_op_is_write(op) ? DD_WRITE : DD_READ;
 }
 
 static struct td_request *rb_to_rq(struct td_rb_node *node)
@@ -131,30 +126,8 @@ static void deadline_add_request(void *data, struct td_request *rq)
 	uint64_t expire_ms = dir == DD_READ ? t->read_expire_ms : t->write_expire_ms;
 
 	sort_add(dd, rq);
-	rq->fifo_time_ns = td_clock_now(dd->eq->clock) + expire_ms * TD_NSEC_PER_MSEC;
+	rq->fifo_time_ns = td_clock_now_coarse(dd->eq->clock) + expire_ms * TD_NSEC_PER_MSEC;
 	td_list_add_tail(&rq->fifo, &dd->fifo_list[dir]);
-}
-
-static enum td_elv_merge deadline_find_merge(void *data, const struct td_bio *bio,
-					     struct td_request **rqp)
-{
-	struct deadline_data *dd = data;
-	uint64_t end = bio->sector + bio->nr_sectors;
-	struct td_rb_node *node = dd->sort_list[op_dir(bio->op)].node;
-
-	while (node) {
-		struct td_request *rq = rb_to_rq(node);
-
-		if (end < rq->sector) {
-			node = node->left;
-		} else if (end > rq->sector) {
-			node = node->right;
-		} else {
-			*rqp = rq;
-			return TD_ELV_FRONT_MERGE;
-		}
-	}
-	return TD_ELV_NO_MERGE;
 }
 
 static void deadline_merged(void *data, struct td_request *rq, enum td_elv_merge type)
@@ -188,7 +161,7 @@ static bool deadline_check_fifo(struct deadline_data *dd, int dir)
 		return false;
 	struct td_request *rq = td_list_first_entry(&dd->fifo_list[dir], struct td_request, fifo);
 
-	return td_clock_now(dd->eq->clock) >= rq->fifo_time_ns;
+	return td_clock_now_coarse(dd->eq->clock) >= rq->fifo_time_ns;
 }
 
 /* Hand @rq out: the sweep in its direction continues after it, the other one restarts. */
@@ -263,7 +236,7 @@ const struct td_elevator_type td_elv_deadline = {
 	.name = "deadline",
 	.init = deadline_init,
 	.exit = deadline_exit,
-	.find_merge = deadline_find_merge,
+	.front_merges = true,
 	.merged = deadline_merged,
 	.merged_requests = deadline_merged_requests,
 	.former_request = deadline_former_request,

@@ -119,6 +119,7 @@ struct td_frontend {
 	unsigned int max_threads;
 	unsigned int max_background;
 	int image_fd;
+	bool passthrough;
 	bool mounted;
 	uid_t uid;
 	gid_t gid;
@@ -404,6 +405,41 @@ static void fe_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* ---- pass-through: the engine switched off (benchmark ceiling) --------------------------- */
+
+static void pt_read(struct td_frontend *fe, fuse_req_t req, size_t size, uint64_t off)
+{
+	struct fe_buf *b = pool_get(&fe->pool, size_class(size));
+	ssize_t n;
+
+	if (!b) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	do
+		n = pread(fe->image_fd, b->mem, size, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_buf(req, b->mem, (size_t)n);
+	pool_put(&fe->pool, b);
+}
+
+static void pt_write(struct td_frontend *fe, fuse_req_t req, const char *buf, size_t size,
+		     uint64_t off)
+{
+	ssize_t n;
+
+	do
+		n = pwrite(fe->image_fd, buf, size, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
 static void fe_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -425,6 +461,10 @@ static void fe_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	size = (size_t)TD_MIN((uint64_t)size, fe->size - (uint64_t)off);
+	if (fe->passthrough) {
+		pt_read(fe, req, size, (uint64_t)off);
+		return;
+	}
 	io = io_get(fe);
 	if (!io || !(io->buf = pool_get(&fe->pool, size_class(size)))) {
 		if (io)
@@ -469,6 +509,10 @@ static void fe_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	size = (size_t)TD_MIN((uint64_t)size, fe->size - (uint64_t)off);
+	if (fe->passthrough) {
+		pt_write(fe, req, buf, size, (uint64_t)off);
+		return;
+	}
 	io = io_get(fe);
 	if (!io) {
 		fuse_reply_err(req, ENOMEM);
@@ -517,6 +561,10 @@ static void fe_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)datasync, (void)fi;
 	if (ino != DISK_INO) {
 		fuse_reply_err(req, 0);
+		return;
+	}
+	if (fe->passthrough) {
+		fuse_reply_err(req, fdatasync(fe->image_fd) ? errno : 0);
 		return;
 	}
 	io = io_get(fe);
@@ -575,6 +623,13 @@ static void fe_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 			return;
 		}
 		len = fe->size - off;
+	}
+	if (fe->passthrough) {
+		int m = op == TD_OP_DISCARD ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+					    : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+
+		fuse_reply_err(req, fallocate(fe->image_fd, m, (off_t)off, (off_t)len) ? errno : 0);
+		return;
 	}
 	io = io_get(fe);
 	if (!io) {
@@ -942,6 +997,7 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 	fe->max_threads = TD_MAX(p->max_threads, 2U);
 	fe->max_background = TD_MAX(p->max_background, 12U);
 	fe->image_fd = p->image_fd;
+	fe->passthrough = p->passthrough && p->image_fd >= 0;
 	fe->uid = getuid();
 	fe->gid = getgid();
 	td_mutex_init(&fe->pool.lock);

@@ -18,8 +18,18 @@ static td_noreturn void lock_bug(const char *what, int err)
 
 void td_mutex_init(struct td_mutex *mu)
 {
-	int err = pthread_mutex_init(&mu->m, NULL);
+	pthread_mutexattr_t attr;
 
+	/*
+	 * Adaptive: a contended locker spins briefly before sleeping. Our critical
+	 * sections are short, so the holder is usually done before a futex sleep
+	 * and wake-up (microseconds) would even start.
+	 */
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+	int err = pthread_mutex_init(&mu->m, &attr);
+
+	pthread_mutexattr_destroy(&attr);
 	if (err)
 		lock_bug("pthread_mutex_init", err);
 	atomic_init(&mu->owner, 0);

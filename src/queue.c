@@ -93,7 +93,7 @@ struct td_queue {
 	bool defer_retry; /* prep deferred with nothing in flight: the timer reruns us */
 	uint32_t command_timeout_ms;
 	uint32_t max_retries;
-	unsigned int drain_waiters;
+	_Atomic unsigned int drain_waiters; /* changed under lock, read without it */
 	struct td_cond drain_cond;
 
 	/* Timer thread; guarded by lock. */
@@ -149,10 +149,15 @@ static void trace_bio(struct td_queue *q, enum td_trace_action action, const str
 
 /* ---- ending bios ---------------------------------------------------------------------- */
 
-/* A list of bios to end once no lock is held, each with its ->error set. */
+/*
+ * Bios to end once no lock is held, each with its ->error set, and the
+ * number of requests they came from (for the stats' in-flight count).
+ */
 struct bio_list {
 	struct td_bio *head;
 	struct td_bio *tail;
+	unsigned int nr_rqs;
+	uint64_t now;
 };
 
 static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int error)
@@ -173,20 +178,23 @@ static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int er
 }
 
 /*
- * A bio has ended: drop it from the drain count. The count may reach zero only
- * under the lock, so a drainer cannot see zero, return and destroy the queue
- * while this thread still has to take the lock to wake it.
+ * A bio has ended: drop it from the drain count. Nothing of the queue may be
+ * touched after the count reaches zero, because a drainer may then destroy
+ * it. Without drainers the count just drops; a drainer that arrives at that
+ * very moment may miss the wake-up, which is why td_queue_drain() also
+ * looks again every few milliseconds. With drainers, the last bio takes the
+ * lock to wake them, and the drainer cannot return before it lets go.
  */
 static void bio_done(struct td_queue *q)
 {
 	uint64_t n = atomic_load(&q->outstanding);
 
-	while (n > 1) {
+	while (n > 1 || !atomic_load(&q->drain_waiters)) {
 		if (atomic_compare_exchange_weak(&q->outstanding, &n, n - 1))
 			return;
 	}
 	td_mutex_lock(&q->lock);
-	if (atomic_fetch_sub(&q->outstanding, 1) == 1 && q->drain_waiters)
+	if (atomic_fetch_sub(&q->outstanding, 1) == 1)
 		td_cond_broadcast(&q->drain_cond);
 	td_mutex_unlock(&q->lock);
 }
@@ -201,6 +209,11 @@ static void end_bio(struct td_queue *q, struct td_bio *bio, int error)
 static void end_bio_list(struct td_queue *q, struct bio_list *bl)
 {
 	struct td_bio *bio = bl->head;
+
+	if (bl->nr_rqs) {
+		td_stats_io_end_n(q->stats, bl->now, bl->nr_rqs);
+		bl->nr_rqs = 0;
+	}
 
 	while (bio) {
 		struct td_bio *next = bio->next;
@@ -288,7 +301,9 @@ static void end_request_locked(struct td_queue *q, struct td_request *rq, int ta
 {
 	td_trace_emit(q->trace, TD_TA_COMPLETE, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
 		      rq->nr_sectors, rq->pid, tag, error, now);
-	td_stats_io_done(q->stats, rq->op, rq->nr_sectors, now - rq->start_ns, error, now);
+	td_stats_io_account(q->stats, rq->op, rq->nr_sectors, now - rq->start_ns, error);
+	ends->nr_rqs++;
+	ends->now = now;
 	bio_list_add_chain(ends, rq->bio, error);
 	td_rq_pool_put_locked(&q->pool, rq);
 }
@@ -347,9 +362,9 @@ static struct td_request *dispatch_head_locked(struct td_queue *q)
  * Move what can go from the dispatch list to the drive. Killed requests are
  * ended onto @ends. Return: the number of requests sent to the drive.
  */
-static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends)
+static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
+				    struct td_list *batch)
 {
-	struct td_list batch = TD_LIST_INIT(batch);
 	unsigned int sent = 0;
 	uint64_t now = 0;
 
@@ -400,18 +415,52 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends)
 		if (rq->op == TD_OP_FLUSH)
 			q->barrier_inflight = true;
 		trace_rq(q, TD_TA_DISPATCH, rq, 0, now);
-		td_list_add_tail(&rq->drive_list, &batch);
+		td_list_add_tail(&rq->drive_list, batch);
 		sent++;
 	}
 	if (sent)
-		td_drive_submit_locked(q->drive, &batch);
+		td_drive_submit_locked(q->drive, batch);
 	return sent;
+}
+
+/*
+ * Dispatch, with q->lock held on entry and released on return. With an
+ * inline drive, execute what was dispatched in this thread and go round
+ * again while that freed tags for more.
+ */
+static void run_and_unlock(struct td_queue *q)
+{
+	struct bio_list ends = { NULL, NULL };
+	bool is_inline = td_drive_is_inline(q->drive);
+
+	assert(td_lock_held(&q->lock));
+	for (;;) {
+		struct td_list batch = TD_LIST_INIT(batch);
+
+		dispatch_locked(q, &ends, &batch);
+
+		td_mutex_unlock(&q->lock);
+		end_bio_list(q, &ends);
+		if (!is_inline)
+			return;
+
+		struct td_queue *outer = inline_runner;
+
+		inline_runner = q;
+		inline_rerun = false;
+		td_drive_run_inline(q->drive, &batch);
+		bool again = inline_rerun;
+
+		inline_runner = outer;
+		/* A completion that saw queued work asked for another pass. */
+		if (!again)
+			return;
+		td_mutex_lock(&q->lock);
+	}
 }
 
 void td_queue_run(struct td_queue *q)
 {
-	struct bio_list ends = { NULL, NULL };
-
 	if (q->mode != TD_MODE_RQ)
 		return;
 	/* Completions inside an inline run ask for another pass instead of recursing. */
@@ -419,28 +468,8 @@ void td_queue_run(struct td_queue *q)
 		inline_rerun = true;
 		return;
 	}
-	bool is_inline = td_drive_is_inline(q->drive);
-
-	for (;;) {
-		td_mutex_lock(&q->lock);
-		unsigned int sent = dispatch_locked(q, &ends);
-
-		td_mutex_unlock(&q->lock);
-		end_bio_list(q, &ends);
-		if (!is_inline)
-			break;
-
-		struct td_queue *outer = inline_runner;
-
-		inline_runner = q;
-		inline_rerun = false;
-		unsigned int ran = td_drive_run_inline(q->drive);
-		bool again = inline_rerun;
-
-		inline_runner = outer;
-		if (!sent && !ran && !again)
-			break;
-	}
+	td_mutex_lock(&q->lock);
+	run_and_unlock(q);
 }
 
 /* ---- submission ----------------------------------------------------------------------- */
@@ -462,9 +491,8 @@ static void insert_flush_locked(struct td_queue *q, struct td_request *rq, uint6
 }
 
 /* Merge @bio into a queued request, or give it a request of its own. May wait for the pool. */
-static void queue_bio_locked(struct td_queue *q, struct td_bio *bio)
+static void queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now)
 {
-	uint64_t now = now_ns(q);
 	struct td_request *rq;
 
 	trace_bio(q, TD_TA_QUEUE, bio, TD_TAG_NONE, 0, now);
@@ -485,8 +513,11 @@ static void queue_bio_locked(struct td_queue *q, struct td_bio *bio)
 		}
 	}
 
+	bool wait = !q->pool.nr_free;
+
 	rq = td_rq_pool_get_locked(&q->pool, &q->lock);
-	now = now_ns(q); /* the pool may have made us wait */
+	if (wait)
+		now = now_ns(q); /* the pool made us wait */
 	td_rq_init_from_bio(rq, bio);
 	rq->seq = q->seq++;
 	rq->start_ns = now;
@@ -562,9 +593,13 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	queue_bio_locked(q, bio);
-	td_mutex_unlock(&q->lock);
-	td_queue_run(q);
+	queue_bio_locked(q, bio, now_ns(q));
+	if (inline_runner == q) {
+		inline_rerun = true;
+		td_mutex_unlock(&q->lock);
+		return;
+	}
+	run_and_unlock(q); /* insert and dispatch under one hold of the lock */
 }
 
 void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
@@ -580,6 +615,8 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 		return;
 	}
 	td_mutex_lock(&q->lock);
+	uint64_t now = now_ns(q);
+
 	while (list) {
 		struct td_bio *next = list->next;
 
@@ -595,20 +632,24 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 			td_mutex_lock(&q->lock);
 		}
 		atomic_fetch_add(&q->outstanding, 1);
-		queue_bio_locked(q, list);
+		queue_bio_locked(q, list, now);
 		list = next;
 	}
-	td_mutex_unlock(&q->lock);
-	td_queue_run(q);
+	if (inline_runner == q) {
+		inline_rerun = true;
+		td_mutex_unlock(&q->lock);
+		return;
+	}
+	run_and_unlock(q);
 }
 
 void td_queue_drain(struct td_queue *q)
 {
 	td_mutex_lock(&q->lock);
-	q->drain_waiters++;
+	atomic_fetch_add(&q->drain_waiters, 1);
 	while (atomic_load(&q->outstanding) > 0)
-		td_cond_wait(&q->drain_cond, &q->lock);
-	q->drain_waiters--;
+		td_cond_wait_until(&q->drain_cond, &q->lock, td_now_ns() + 5 * TD_NSEC_PER_MSEC);
+	atomic_fetch_sub(&q->drain_waiters, 1);
 	td_mutex_unlock(&q->lock);
 }
 

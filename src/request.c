@@ -114,7 +114,9 @@ int td_rq_fill_iov(const struct td_request *rq, struct iovec *iov)
 
 int td_rq_pool_init(struct td_rq_pool *pool, struct td_queue *q, uint32_t nr)
 {
-	pool->rqs = calloc(nr, sizeof(*pool->rqs));
+	pool->rqs = aligned_alloc(TD_CACHELINE, nr * sizeof(*pool->rqs));
+	if (pool->rqs)
+		memset(pool->rqs, 0, nr * sizeof(*pool->rqs));
 	if (!pool->rqs)
 		return -ENOMEM;
 	pool->nr = nr;
@@ -129,6 +131,7 @@ int td_rq_pool_init(struct td_rq_pool *pool, struct td_queue *q, uint32_t nr)
 		rq->state = TD_RQ_FREE;
 		rq->tag = TD_TAG_NONE;
 		td_list_init(&rq->hash);
+		td_list_init(&rq->fhash);
 		td_list_init(&rq->fifo);
 		td_list_init(&rq->drive_list);
 		td_list_add_tail(&rq->queuelist, &pool->free);
@@ -161,7 +164,8 @@ struct td_request *td_rq_pool_get_locked(struct td_rq_pool *pool, struct td_mute
 
 void td_rq_pool_put_locked(struct td_rq_pool *pool, struct td_request *rq)
 {
-	assert(td_list_empty(&rq->hash) && td_list_empty(&rq->drive_list));
+	assert(td_list_empty(&rq->hash) && td_list_empty(&rq->fhash) &&
+	       td_list_empty(&rq->drive_list));
 	rq->state = TD_RQ_FREE;
 	rq->bio = NULL;
 	rq->biotail = NULL;

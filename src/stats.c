@@ -168,13 +168,13 @@ static void busy_advance_locked(struct td_stats_busy *b, uint64_t now_ns)
 	b->last_change_ns = now_ns;
 }
 
-/* One request stopped being in flight at @now_ns (completed, or merged away). */
-static void busy_end(struct td_stats_busy *b, uint64_t now_ns)
+/* @n requests stopped being in flight at @now_ns (completed, or merged away). */
+static void busy_end(struct td_stats_busy *b, uint64_t now_ns, uint64_t n)
 {
 	busy_lock(b);
-	assert(b->in_flight > 0);
+	assert(b->in_flight >= n);
 	busy_advance_locked(b, now_ns);
-	b->in_flight--;
+	b->in_flight -= n;
 	busy_unlock(b);
 }
 
@@ -195,14 +195,38 @@ void td_stats_destroy(struct td_stats *st)
 	free(st);
 }
 
-void td_stats_io_start(struct td_stats *st, uint64_t now_ns)
+void td_stats_io_start_n(struct td_stats *st, uint64_t now_ns, uint64_t n)
 {
 	struct td_stats_busy *b = &st->busy;
 
 	busy_lock(b);
 	busy_advance_locked(b, now_ns);
-	b->in_flight++;
+	b->in_flight += n;
 	busy_unlock(b);
+}
+
+void td_stats_io_start(struct td_stats *st, uint64_t now_ns)
+{
+	td_stats_io_start_n(st, now_ns, 1);
+}
+
+void td_stats_io_end_n(struct td_stats *st, uint64_t now_ns, uint64_t n)
+{
+	busy_end(&st->busy, now_ns, n);
+}
+
+void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
+			 uint64_t latency_ns, int error)
+{
+	struct td_stats_shard *sh = stats_shard(st);
+
+	assert((unsigned int)op < TD_OP_COUNT);
+	stats_inc(&sh->ios[op], 1);
+	stats_inc(&sh->sectors[op], nr_sectors);
+	if (error)
+		stats_inc(&sh->errors[op], 1);
+	stats_inc(&sh->ticks_ns[op], latency_ns);
+	stats_inc(&sh->hist[op][td_stats_bucket(latency_ns)], 1);
 }
 
 void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
@@ -217,12 +241,12 @@ void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
 		stats_inc(&sh->errors[op], 1);
 	stats_inc(&sh->ticks_ns[op], latency_ns);
 	stats_inc(&sh->hist[op][td_stats_bucket(latency_ns)], 1);
-	busy_end(&st->busy, now_ns);
+	busy_end(&st->busy, now_ns, 1);
 }
 
 void td_stats_io_cancel(struct td_stats *st, uint64_t now_ns)
 {
-	busy_end(&st->busy, now_ns);
+	busy_end(&st->busy, now_ns, 1);
 }
 
 void td_stats_merge(struct td_stats *st, enum td_op op, bool front)

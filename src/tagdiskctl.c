@@ -42,6 +42,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "tagdisk/blktrace.h"
 #include "tagdisk/ctl_format.h"
 #include "tagdisk/json.h"
 
@@ -77,6 +78,7 @@ enum read_result {
 	READ_ERROR,	  /* errno set */
 	READ_TOO_LONG,
 	READ_INTERRUPTED, /* stop_requested */
+	READ_WATCH_CLOSED, /* the reader of watch_fd went away */
 };
 
 struct conn {
@@ -87,6 +89,8 @@ struct conn {
 	size_t start;	/* first unread byte */
 	size_t scanned; /* bytes from start known to hold no newline */
 	size_t end;	/* one past the last byte read */
+	/* -1, or an fd whose reader going away ends a wait (stdout, for the trace stream). */
+	int watch_fd;
 };
 
 struct ctl {
@@ -96,6 +100,8 @@ struct ctl {
 	bool stdout_tty;
 	double interval_s; /* 0: not given */
 	unsigned long count; /* 0: not given (forever) */
+	const char *trace_out; /* trace: the blktrace file ("-": stdout), or NULL */
+	double trace_wait_s;   /* trace: stop after this long; 0: not given */
 	struct conn conn;
 };
 
@@ -105,6 +111,9 @@ struct ctl_command {
 	unsigned int min_args;
 	unsigned int max_args;
 	bool repeats; /* takes -i and -n */
+	/* Optional: the options a command that does not repeat takes after its word. */
+	const char *shortopts;
+	const struct option *longopts;
 	/* Optional: check and keep the arguments before connecting; CTL_OK or CTL_USAGE. */
 	int (*check)(struct ctl *ctl, int argc, char **argv);
 	int (*run)(struct ctl *ctl, const struct ctl_command *cmd, int argc, char **argv);
@@ -161,10 +170,10 @@ static void catch_stop_signals(void)
 }
 
 /*
- * Wait up to @timeout_ms (< 0: no limit) for @pfd (NULL: just sleep).
+ * Wait up to @timeout_ms (< 0: no limit) for the @nfds entries of @pfd (0: just sleep).
  * Return: what ppoll() returns; -1 with EINTR once a stop was requested.
  */
-static int wait_for(struct pollfd *pfd, int64_t timeout_ms)
+static int wait_for(struct pollfd *pfd, nfds_t nfds, int64_t timeout_ms)
 {
 	struct timespec ts = {
 		.tv_sec = (time_t)(timeout_ms / 1000),
@@ -175,7 +184,7 @@ static int wait_for(struct pollfd *pfd, int64_t timeout_ms)
 		errno = EINTR;
 		return -1;
 	}
-	return ppoll(pfd, pfd ? 1 : 0, timeout_ms < 0 ? NULL : &ts,
+	return ppoll(pfd, nfds, timeout_ms < 0 ? NULL : &ts,
 		     wait_mask_set ? &wait_mask : NULL);
 }
 
@@ -190,7 +199,7 @@ static int sleep_until(const struct timespec *deadline)
 			return CTL_STOP;
 		if (left <= 0)
 			return CTL_OK;
-		wait_for(NULL, left);
+		wait_for(NULL, 0, left);
 	}
 }
 
@@ -236,6 +245,7 @@ static int conn_open(struct conn *c, const char *path, int timeout_ms)
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->watch_fd = -1;
 	c->path = path;
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		fprintf(stderr,
@@ -339,7 +349,11 @@ static enum read_result conn_read_line(struct conn *c, int timeout_ms, char **li
 
 	for (;;) {
 		char *nl = NULL;
-		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+		/* poll(2) skips a negative fd; a pipe whose reader closed reports POLLERR. */
+		struct pollfd pfd[2] = {
+			{ .fd = c->fd, .events = POLLIN },
+			{ .fd = c->watch_fd },
+		};
 		int64_t wait_ms = -1;
 		ssize_t n;
 		int r;
@@ -370,11 +384,14 @@ static enum read_result conn_read_line(struct conn *c, int timeout_ms, char **li
 				return READ_TIMEOUT;
 			wait_ms = left;
 		}
-		n = wait_for(&pfd, wait_ms);
+		n = wait_for(pfd, 2, wait_ms);
 		if (n < 0 && errno != EINTR)
 			return READ_ERROR;
 		if (stop_requested)
 			return READ_INTERRUPTED;
+		/* Asked for no events, it can only report POLLERR, POLLHUP or POLLNVAL. */
+		if (n > 0 && pfd[1].revents)
+			return READ_WATCH_CLOSED;
 		if (n <= 0)
 			continue; /* EINTR, or the timeout: checked at the top */
 		n = read(c->fd, c->buf + c->end, c->cap - c->end);
@@ -422,6 +439,7 @@ static int ctl_call(struct ctl *ctl, const char *command, bool echo,
 	case READ_LINE:
 		break;
 	case READ_INTERRUPTED:
+	case READ_WATCH_CLOSED:
 		return CTL_STOP;
 	case READ_TIMEOUT:
 		if (send_err && send_err != EINTR) {
@@ -553,6 +571,8 @@ static void print_help(const struct td_json_value *r)
 	static const char *const local[][2] = {
 		{ "iostat [INTERVAL [COUNT]]", "iostat -x style rates from stats (tagdiskctl)" },
 		{ "top [-i SECONDS] [-n COUNT]", "refresh status every SECONDS (tagdiskctl)" },
+		{ "trace [-w SECONDS] [--blktrace FILE]",
+		  "stop after SECONDS; write FILE for blkparse and btt (tagdiskctl)" },
 	};
 	const struct td_json_value *cmds = td_json_get(r, "commands");
 	size_t n = td_json_len(cmds);
@@ -640,6 +660,36 @@ static const char *const stats_ops[][4] = {
 	{ "write_zeroes", "write_zeroes", "write_zeroes_bytes", NULL },
 };
 
+/* A size at @path as "1.5 MiB (1572864 bytes)". */
+static const char *get_size(const struct td_json_value *r, const char *path, char *buf,
+			    size_t len)
+{
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+
+	snprintf(buf, len, "%s (%s bytes)", td_ctl_fmt_size(get_u64(r, path), a, sizeof(a)),
+		 get_num(r, path, b, sizeof(b)));
+	return buf;
+}
+
+/* The volatile write cache: what it holds now and what it has done, powerfails included. */
+static void print_stats_cache(const struct td_json_value *r)
+{
+	struct td_ctl_table *t = kv_table();
+	char a[2 * TD_CTL_FMT_LEN + 16];
+
+	printf("write cache (volatile)\n");
+	kv_add(t, "cached", get_size(r, "cache.cached_bytes", a, sizeof(a)));
+	kv_add(t, "lines", get_num(r, "cache.lines", a, sizeof(a)));
+	kv_add(t, "writes", get_num(r, "cache.writes", a, sizeof(a)));
+	kv_add(t, "written back", get_size(r, "cache.written_back_bytes", a, sizeof(a)));
+	kv_add(t, "evicted lines", get_num(r, "cache.evicted_lines", a, sizeof(a)));
+	kv_add(t, "flushes", get_num(r, "cache.flushes", a, sizeof(a)));
+	kv_add(t, "powerfails", get_num(r, "cache.powerfails", a, sizeof(a)));
+	kv_add(t, "lost writes", get_num(r, "cache.lost_writes", a, sizeof(a)));
+	kv_add(t, "lost sectors", get_num(r, "cache.lost_sectors", a, sizeof(a)));
+	table_print(t, "  ");
+}
+
 static void print_stats(const struct td_json_value *r)
 {
 	static const struct td_ctl_column cols[] = {
@@ -705,6 +755,10 @@ static void print_stats(const struct td_json_value *r)
 	snprintf(a, sizeof(a), "%.1f", get_double(r, "drive.mean_seek_sectors"));
 	kv_add(t, "mean seek sectors", a);
 	table_print(t, "  ");
+
+	/* Only a drive with write_cache = volatile has one. */
+	if (td_json_get(r, "cache"))
+		print_stats_cache(r);
 }
 
 static void print_tags(const struct td_json_value *r)
@@ -1163,27 +1217,27 @@ static int run_iostat(struct ctl *ctl, const struct ctl_command *cmd, int argc, 
 	return CTL_OK;
 }
 
-/* Print one trace event line. Return: false when it is not an event. */
-static bool trace_print_event(const char *line, size_t len, uint64_t *t0, bool *have_t0)
+/*
+ * Decode one line of the trace stream. Return: 1 for an event, in @ev (its
+ * op points into @v); 0 for a note of events the daemon dropped, their
+ * number in *@dropped; -1 for anything else.
+ */
+static int trace_decode(const struct td_json_value *v, struct td_ctl_event *ev,
+			uint64_t *dropped)
 {
-	struct td_json_value *v = td_json_parse(line, len, NULL, 0);
-	const struct td_json_value *dropped = td_json_get(v, "dropped");
-	struct td_ctl_event ev;
-	char buf[TD_CTL_EVENT_LEN];
+	const struct td_json_value *d = td_json_get(v, "dropped");
 	const char *action;
 
 	if (!v || v->type != TD_JSON_OBJECT)
-		goto out_bad;
-	if (dropped) {
-		printf("  !! %llu events dropped (reader too slow)\n",
-		       (unsigned long long)td_json_as_u64(dropped, 0));
-		td_json_value_free(v);
-		return true;
+		return -1;
+	if (d) {
+		*dropped = td_json_as_u64(d, 0);
+		return 0;
 	}
 	action = td_json_as_str(td_json_get(v, "action"), NULL);
 	if (!action || !td_json_get(v, "time_ns"))
-		goto out_bad;
-	ev = (struct td_ctl_event){
+		return -1;
+	*ev = (struct td_ctl_event){
 		.time_ns = get_u64(v, "time_ns"),
 		.pid = td_json_as_i64(td_json_get(v, "pid"), 0),
 		.action = action[0],
@@ -1194,56 +1248,184 @@ static bool trace_print_event(const char *line, size_t len, uint64_t *t0, bool *
 		.tag = td_json_as_i64(td_json_get(v, "tag"), -1),
 		.error = td_json_as_i64(td_json_get(v, "error"), 0),
 	};
-	if (!*have_t0) {
-		*t0 = ev.time_ns;
-		*have_t0 = true;
-	}
-	puts(td_ctl_fmt_event(&ev, *t0, buf, sizeof(buf)));
-	td_json_value_free(v);
-	return true;
-
-out_bad:
-	td_json_value_free(v);
-	return false;
+	return 1;
 }
 
-static int run_trace(struct ctl *ctl, const struct ctl_command *cmd, int argc, char **argv)
+/* Print one trace event line. Return: false when it is not an event. */
+static bool trace_print_event(const char *line, size_t len, uint64_t *t0, bool *have_t0)
 {
-	struct td_json_value *reply;
+	struct td_json_value *v = td_json_parse(line, len, NULL, 0);
+	struct td_ctl_event ev;
+	char buf[TD_CTL_EVENT_LEN];
+	uint64_t dropped;
+	int kind = trace_decode(v, &ev, &dropped);
+
+	if (kind < 0) {
+		td_json_value_free(v);
+		return false;
+	}
+	if (kind == 0) {
+		printf("  !! %llu events dropped (reader too slow)\n",
+		       (unsigned long long)dropped);
+	} else {
+		if (!*have_t0) {
+			*t0 = ev.time_ns;
+			*have_t0 = true;
+		}
+		puts(td_ctl_fmt_event(&ev, *t0, buf, sizeof(buf)));
+	}
+	td_json_value_free(v);
+	return true;
+}
+
+/* `trace --blktrace FILE`: the file and what went into it. */
+struct trace_file {
+	const char *path; /* "-": stdout */
+	FILE *f;
+	struct td_blktrace *bt;
+	uint64_t dropped; /* events the daemon could not send us */
+	uint64_t skipped; /* events blktrace has no record for */
+};
+
+static bool trace_file_is_stdout(const struct trace_file *tf)
+{
+	return strcmp(tf->path, "-") == 0;
+}
+
+/* Create the file (or take stdout). Return: CTL_OK, or CTL_USAGE after saying why. */
+static int trace_file_open(struct trace_file *tf, const char *path)
+{
+	memset(tf, 0, sizeof(*tf));
+	tf->path = path;
+	tf->f = trace_file_is_stdout(tf) ? stdout : fopen(path, "we");
+	if (!tf->f) {
+		fprintf(stderr, "tagdiskctl: trace: cannot create %s: %s\n", path, strerror(errno));
+		return CTL_USAGE;
+	}
+	tf->bt = td_blktrace_create(tf->f, TD_BLKTRACE_DEVICE, td_blktrace_proc_comm, NULL);
+	if (!tf->bt) {
+		fprintf(stderr, "tagdiskctl: out of memory\n");
+		if (!trace_file_is_stdout(tf))
+			fclose(tf->f);
+		return CTL_REFUSED;
+	}
+	return CTL_OK;
+}
+
+/* Say that writing failed. Return: CTL_STOP when stdout's reader left, else CTL_REFUSED. */
+static int trace_file_failed(const struct trace_file *tf, int err)
+{
+	if (err == -EPIPE && trace_file_is_stdout(tf))
+		return CTL_STOP;
+	fprintf(stderr, "tagdiskctl: trace: writing %s: %s\n", tf->path, strerror(-err));
+	return CTL_REFUSED;
+}
+
+/*
+ * Add the event on @line to the file; push the file out when @idle (no more
+ * events are waiting), so a reader of a pipe sees events as they happen.
+ * Return: CTL_OK, CTL_STOP, or CTL_REFUSED after saying why.
+ */
+static int trace_file_event(struct trace_file *tf, const char *line, size_t len, bool idle)
+{
+	struct td_json_value *v = td_json_parse(line, len, NULL, 0);
+	struct td_ctl_event ev;
+	uint64_t dropped = 0;
+	int kind = trace_decode(v, &ev, &dropped);
+	int r = 0;
+
+	if (kind < 0) {
+		td_json_value_free(v);
+		fprintf(stderr, "tagdiskctl: bad trace event from the daemon\n");
+		return CTL_REFUSED;
+	}
+	tf->dropped += dropped;
+	if (kind > 0)
+		r = td_blktrace_add(tf->bt, &ev);
+	td_json_value_free(v);
+	if (r == -EINVAL) {
+		tf->skipped++; /* an action or op newer than this tagdiskctl */
+		r = 0;
+	}
+	if (!r && idle)
+		r = td_blktrace_flush(tf->bt);
+	return r ? trace_file_failed(tf, r) : CTL_OK;
+}
+
+/*
+ * Flush and close the file, and say what it holds. Return: @status, or
+ * CTL_REFUSED (CTL_STOP for a closed stdout) when the last writes failed.
+ */
+static int trace_file_close(struct trace_file *tf, int status)
+{
+	int r = td_blktrace_flush(tf->bt);
+
+	if (!trace_file_is_stdout(tf) && fclose(tf->f) && !r)
+		r = -errno;
+	if (r) {
+		if (status == CTL_OK || status == CTL_STOP)
+			status = trace_file_failed(tf, r);
+	} else {
+		fprintf(stderr, "tagdiskctl: trace: %llu events (%llu bytes) written to %s",
+			(unsigned long long)td_blktrace_events(tf->bt),
+			(unsigned long long)td_blktrace_bytes(tf->bt), tf->path);
+		if (tf->dropped)
+			fprintf(stderr, ", %llu dropped by the daemon (reader too slow)",
+				(unsigned long long)tf->dropped);
+		if (tf->skipped)
+			fprintf(stderr, ", %llu unknown to blktrace left out",
+				(unsigned long long)tf->skipped);
+		fprintf(stderr, "\n");
+	}
+	td_blktrace_free(tf->bt);
+	return status;
+}
+
+/*
+ * Read events until the stream ends, the user stops it or @deadline_ms (0:
+ * none) passes, and print them, or add them to @tf when it is open.
+ */
+static int trace_stream(struct ctl *ctl, struct trace_file *tf, int64_t deadline_ms)
+{
 	bool have_t0 = false;
 	uint64_t t0 = 0;
 	int r;
 
-	(void)cmd, (void)argc, (void)argv;
-	catch_stop_signals();
-	r = ctl_call(ctl, "trace", true, &reply);
-	if (r)
-		return r;
-	td_json_value_free(reply);
-	r = flush_stdout();
-	if (r)
-		return r;
 	for (;;) {
+		int timeout_ms = -1;
 		char *line;
 		size_t len;
 
-		switch (conn_read_line(&ctl->conn, -1, &line, &len)) {
+		if (deadline_ms) {
+			int64_t left = deadline_ms - now_ms();
+
+			timeout_ms = (int)TD_MAX(left, 0);
+		}
+		switch (conn_read_line(&ctl->conn, timeout_ms, &line, &len)) {
 		case READ_LINE:
 			break;
 		case READ_EOF:
 		case READ_EOF_PARTIAL:
 		case READ_INTERRUPTED:
+		case READ_WATCH_CLOSED:
 			return CTL_STOP;
+		case READ_TIMEOUT:
+			return CTL_OK; /* -w SECONDS have passed */
 		case READ_ERROR:
 			if (errno == ECONNRESET)
 				return CTL_STOP; /* the daemon went away: the stream is over */
 			fprintf(stderr, "tagdiskctl: reading from %s: %s\n", ctl->conn.path,
 				strerror(errno));
 			return CTL_CONNECT;
-		case READ_TIMEOUT:
 		case READ_TOO_LONG:
 			fprintf(stderr, "tagdiskctl: bad trace event from the daemon\n");
 			return CTL_REFUSED;
+		}
+		if (tf->bt) {
+			r = trace_file_event(tf, line, len, ctl->conn.start == ctl->conn.end);
+			if (r)
+				return r;
+			continue;
 		}
 		if (ctl->json) {
 			fwrite(line, 1, len, stdout);
@@ -1258,6 +1440,54 @@ static int run_trace(struct ctl *ctl, const struct ctl_command *cmd, int argc, c
 			return r;
 	}
 }
+
+static int run_trace(struct ctl *ctl, const struct ctl_command *cmd, int argc, char **argv)
+{
+	struct trace_file tf = { 0 };
+	struct td_json_value *reply;
+	int64_t deadline_ms = 0;
+	int r;
+
+	(void)cmd, (void)argc, (void)argv;
+	catch_stop_signals();
+	if (ctl->trace_out) {
+		r = trace_file_open(&tf, ctl->trace_out);
+		if (r)
+			return r;
+	}
+	/* The binary records may be going to stdout: keep the reply off it. */
+	r = ctl_call(ctl, "trace", !tf.bt, &reply);
+	if (r)
+		goto out_close_file;
+	td_json_value_free(reply);
+	if (!tf.bt) {
+		r = flush_stdout();
+		if (r)
+			goto out_close_file;
+	} else {
+		/* Scripts wait for this line to know that nothing they do next escapes the trace. */
+		fprintf(stderr, "tagdiskctl: trace: writing %s (Ctrl-C stops)\n", tf.path);
+	}
+	if (ctl->trace_wait_s > 0)
+		deadline_ms = now_ms() + (int64_t)(ctl->trace_wait_s * 1000);
+	/* Events may stop coming: notice a reader that went away (`| head`) without them. */
+	if (!tf.bt || trace_file_is_stdout(&tf))
+		ctl->conn.watch_fd = STDOUT_FILENO;
+	r = trace_stream(ctl, &tf, deadline_ms);
+
+out_close_file:
+	if (tf.bt)
+		r = trace_file_close(&tf, r);
+	return r;
+}
+
+/* What may follow `trace`; --blktrace and --output are one option. */
+static const struct option trace_options[] = {
+	{ "blktrace", required_argument, NULL, 'o' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "stopwatch", required_argument, NULL, 'w' },
+	{ NULL, 0, NULL, 0 },
+};
 
 static const struct ctl_command commands[] = {
 	{ .name = "help", .usage = "help", .run = run_simple, .print = print_help },
@@ -1277,7 +1507,8 @@ static const struct ctl_command commands[] = {
 	  .min_args = 1, .max_args = 5, .run = run_simple, .print = print_inject },
 	{ .name = "powerfail", .usage = "powerfail [keep=PCT] [seed=N]", .max_args = 2,
 	  .run = run_simple, .print = print_powerfail },
-	{ .name = "trace", .usage = "trace", .run = run_trace },
+	{ .name = "trace", .usage = "trace", .shortopts = "+:o:w:", .longopts = trace_options,
+	  .run = run_trace },
 	{ .name = "iostat", .usage = "iostat [INTERVAL [COUNT]]", .max_args = 2,
 	  .check = check_iostat, .run = run_iostat },
 	{ .name = "top", .usage = "top [-i SECONDS] [-n COUNT]", .repeats = true, .run = run_top },
@@ -1305,6 +1536,18 @@ static void usage(void)
 	       DEFAULT_TIMEOUT_MS / 1000);
 	for (i = 0; i < TD_ARRAY_SIZE(commands); i++)
 		printf("  %s\n", commands[i].usage);
+	printf("\n"
+	       "Trace options (after the word trace):\n"
+	       "  -o, --blktrace, --output FILE\n"
+	       "                          write the events as blktrace binary records to FILE\n"
+	       "                          (\"-\": stdout) instead of printing them. blkparse reads\n"
+	       "                          only files named NAME.blktrace.CPU: name FILE\n"
+	       "                          NAME.blktrace.0 and run `blkparse -i NAME`, or pipe\n"
+	       "                          `-o -` into `blkparse -i -`. For btt, dump first:\n"
+	       "                          `blkparse -i NAME -d NAME.bin` then `btt -i NAME.bin`.\n"
+	       "                          The disk shows as device 259,0\n"
+	       "  -w, --stopwatch SECONDS stop tracing after SECONDS (also Ctrl-C or SIGTERM;\n"
+	       "                          the file is complete either way)\n");
 	printf("\n"
 	       "Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the "
 	       "daemon.\n");
@@ -1375,6 +1618,13 @@ static int parse_options(struct ctl *ctl, int argc, char **argv, const char *sho
 			if (!parse_count(optarg, &ctl->count))
 				return bad_value('n', "a positive integer");
 			break;
+		case 'o':
+			ctl->trace_out = optarg;
+			break;
+		case 'w':
+			if (!parse_seconds(optarg, &ctl->trace_wait_s))
+				return bad_value('w', "a positive number of seconds");
+			break;
 		case 'h':
 			usage();
 			return CTL_STOP;
@@ -1401,17 +1651,20 @@ static int parse_options(struct ctl *ctl, int argc, char **argv, const char *sho
 }
 
 /*
- * After the command word, only the repeating commands take options: gather
- * theirs, keep the other words as arguments. Return: CTL_OK or CTL_USAGE.
+ * After the command word, only the repeating commands and those with options
+ * of their own take options: gather them, keep the other words as arguments.
+ * Return: CTL_OK or CTL_USAGE.
  */
 static int parse_command_options(struct ctl *ctl, const struct ctl_command *cmd, int *argc,
 				 char **argv)
 {
+	const char *shortopts = cmd->repeats ? "+:i:n:" : cmd->shortopts;
+	const struct option *longopts = cmd->repeats ? repeat_options : cmd->longopts;
 	int r;
 
-	if (!cmd->repeats)
+	if (!shortopts)
 		return CTL_OK;
-	r = parse_options(ctl, *argc, argv, "+:i:n:", repeat_options);
+	r = parse_options(ctl, *argc, argv, shortopts, longopts);
 	if (r)
 		return CTL_USAGE;
 	/* Leave the command word in front of its arguments. */

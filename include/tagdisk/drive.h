@@ -143,19 +143,25 @@ void td_drive_destroy(struct td_drive *d) td_nonnull(1);
 void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx) td_nonnull(1, 2);
 
 /*
- * Hand the requests on @rqs (linked through ->drive_list) to the drive;
- * @rqs becomes empty. Called with the submitting queue's lock held.
+ * Hand the requests on @rqs (linked through ->drive_list) to the drive.
+ * Called with the submitting queue's lock held. A drive with threads queues
+ * them and empties @rqs. An inline drive leaves them on @rqs, counted as
+ * executing: the caller must pass @rqs to td_drive_run_inline() as soon as it
+ * has dropped its lock.
+ * Return: true when the caller must run @rqs inline.
  */
-void td_drive_submit_locked(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
+bool td_drive_submit_locked(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
 
 /* Return: true when the drive has no threads (workers = 0, model none). */
 bool td_drive_is_inline(const struct td_drive *d) td_nonnull(1);
 
 /*
- * Inline drives: execute and complete every submitted command in the calling
- * thread. Call with no lock held. Return: the number executed.
+ * Inline drives: execute and complete the commands td_drive_submit_locked()
+ * left on @rqs, in the calling thread; @rqs becomes empty. Call with no lock
+ * held. Return: the number executed (not counting those a reset took back or
+ * a hang holds).
  */
-unsigned int td_drive_run_inline(struct td_drive *d) td_nonnull(1);
+unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
 
 /*
  * Drop every command not yet started and wait until the ones being executed

@@ -5,10 +5,10 @@
  * An elevator type is a const struct td_elevator_type: a name and the
  * functions below, defined at the end of elv_<name>.c and listed in the
  * registry in elevator.c. An elevator instance (struct td_elevator) belongs
- * to one queue; the core keeps, for every type, a hash of queued requests by
- * end sector so back merges are found in O(1), and a one-entry "last merge"
- * hint. The type adds its own sorting, front-merge lookup and dispatch
- * policy.
+ * to one queue; the core keeps, for every type, hashes of queued requests by
+ * end sector and by start sector, so back and front merges are found in
+ * O(1), and a one-entry "last merge" hint. The type adds its own sorting and
+ * dispatch policy.
  *
  * The elevator only ever holds QUEUED requests of one barrier epoch: a flush
  * drains it to the queue's dispatch list (see queue.c), so nothing merges or
@@ -63,13 +63,11 @@ struct td_elevator_type {
 	/* Free the private data; the elevator is empty. */
 	void (*exit)(void *data);
 	/*
-	 * Optional: look for a request @bio can be front-merged into (the core
-	 * has already tried the back-merge hash). Return: TD_ELV_FRONT_MERGE with
-	 * *@rq set, or TD_ELV_NO_MERGE. Mergeability limits are checked by the
-	 * core afterwards.
+	 * Whether bios may be front-merged (prepended) into queued requests. The
+	 * core finds candidates through its hash on start sectors; an elevator
+	 * that keeps requests sorted re-sorts them in ->merged.
 	 */
-	enum td_elv_merge (*find_merge)(void *data, const struct td_bio *bio,
-					struct td_request **rq);
+	bool front_merges;
 	/* Optional: @rq grew by a bio (@type says where); re-sort it if its start moved. */
 	void (*merged)(void *data, struct td_request *rq, enum td_elv_merge type);
 	/* Optional: @next was merged into @rq; forget @next, which the core frees. */
@@ -111,8 +109,9 @@ void td_elv_destroy(struct td_elevator *e) td_nonnull(1);
 const char *td_elv_name(const struct td_elevator *e) td_nonnull(1);
 
 /*
- * Find a QUEUED request @bio can merge into: the back-merge hash first,
- * then the type's front-merge lookup; mergeability limits are checked.
+ * Find a QUEUED request @bio can merge into: the last-merge hint, the
+ * back-merge hash, then (if the type allows) the front-merge hash;
+ * mergeability limits are checked.
  * Return: the merge type, with *@rq set unless TD_ELV_NO_MERGE.
  */
 enum td_elv_merge td_elv_merge(struct td_elevator *e, const struct td_bio *bio,

@@ -25,6 +25,11 @@
  *    fuse_file_info cannot express (without it, the kernel serialises
  *    synchronous direct writers on the inode).
  *
+ * Pass-through (benchmarks only): with params.passthrough, the handlers skip
+ * the engine entirely and serve each request with pread/pwrite/fdatasync/
+ * fallocate on image_fd in the FUSE thread, replying at once: the fastest
+ * this front end can be, the ceiling tagdisk is measured against.
+ *
  * Lifetime: create (mounts), run (serves until stopped or unmounted), then
  * the owner drains the queue, unmounts and destroys.
  * LOCKING: internal; td_frontend_stop() may be called from any thread.
@@ -52,6 +57,7 @@ struct td_frontend_params {
 	unsigned int max_threads;      /* FUSE threads at most */
 	unsigned int max_background;   /* the kernel's async request limit */
 	int image_fd;		       /* for st_blocks in getattr; -1 if none */
+	bool passthrough;	       /* benchmark ceiling: no engine, see below */
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
 };

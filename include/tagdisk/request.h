@@ -56,26 +56,29 @@ enum td_rq_flags {
 struct td_queue;
 
 struct td_request {
+	/* Hot while QUEUED: the sort key next to the sort node, one cache line. */
+	struct td_rb_node rb_node;    /* elevator sort tree, while QUEUED */
+	uint64_t sector;
+	uint32_t nr_sectors;
+	uint32_t nr_bios;
+	enum td_op op;
+	unsigned int flags; /* enum td_rq_flags */
+	enum td_rq_state state;
+	int tag;	    /* TD_TAG_NONE when untagged */
+
 	struct td_list queuelist;     /* free list, dispatch list or in-flight list */
 	struct td_list hash;	      /* merge hash on end sector, while QUEUED */
+	struct td_list fhash;	      /* merge hash on start sector, while QUEUED */
 	struct td_list fifo;	      /* elevator FIFO, while QUEUED */
-	struct td_rb_node rb_node;    /* elevator sort tree, while QUEUED */
 	struct td_rb_node write_node; /* in-flight write tree, while INFLIGHT */
 	struct td_list drive_list;    /* the drive's command lists; drive lock */
 
 	struct td_queue *q;
-	enum td_rq_state state;
-	enum td_op op;
-	unsigned int flags; /* enum td_rq_flags */
-	uint64_t sector;
-	uint32_t nr_sectors;
-	uint32_t nr_bios;
 	struct td_bio *bio; /* first bio; chained through bio->next */
 	struct td_bio *biotail;
 
 	uint8_t cmd[TD_CMD_MAX]; /* written by prep */
 	uint8_t cmd_len;
-	int tag;		 /* TD_TAG_NONE when untagged */
 	uint32_t retries;	 /* times requeued by a reset */
 	int error;		 /* 0 or negative errno, set when it completes */
 	unsigned int gen;	 /* queue reset generation when dispatched */
@@ -84,13 +87,14 @@ struct td_request {
 	uint64_t seq;		/* submission order, unique per queue */
 	int32_t pid;		/* pid of the first bio */
 	uint64_t start_ns;	/* allocated ("G"), for latency */
-	uint64_t fifo_time_ns;	/* elevator deadline */
+	uint64_t fifo_time_ns;	/* elevator deadline (coarse clock) */
 	uint64_t dispatch_ns;	/* tag started ("D"), for timeouts */
 
 	/* The drive's own decode of cmd, made when it accepts the command; drive lock. */
 	struct td_cdb_cmd drive_cmd;
 	int drive_decode_err;
-};
+	unsigned int drive_seq; /* the drive's quiesce sequence when it accepted it */
+} td_cacheline_aligned;
 
 /* Return: sector just past the end of @rq. */
 static inline uint64_t td_rq_end_sector(const struct td_request *rq)

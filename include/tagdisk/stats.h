@@ -66,6 +66,16 @@ void td_stats_io_start(struct td_stats *st, uint64_t now_ns) td_nonnull(1);
  */
 void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
 		      uint64_t latency_ns, int error, uint64_t now_ns) td_nonnull(1);
+/*
+ * The same split for callers that handle requests in batches (the queue):
+ * @n requests entered / left at @now_ns, and one request's counters with no
+ * busy-time bookkeeping. td_stats_io_done() = td_stats_io_account() +
+ * td_stats_io_end_n(1).
+ */
+void td_stats_io_start_n(struct td_stats *st, uint64_t now_ns, uint64_t n) td_nonnull(1);
+void td_stats_io_end_n(struct td_stats *st, uint64_t now_ns, uint64_t n) td_nonnull(1);
+void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
+			 uint64_t latency_ns, int error) td_nonnull(1);
 /* A request that had started was merged into another one: it leaves without an I/O. */
 void td_stats_io_cancel(struct td_stats *st, uint64_t now_ns) td_nonnull(1);
 /* A bio was merged into a queued request. */

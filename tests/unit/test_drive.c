@@ -797,6 +797,7 @@ struct hand_drive {
 	struct td_backend mem;
 	uint8_t *disk;
 	struct done done;
+	struct td_list claimed; /* inline: submitted, for hand_run() */
 };
 
 static void hand_complete(void *ctx, struct td_list *list)
@@ -827,6 +828,7 @@ static void hand_drive_create(struct hand_drive *h, unsigned int workers)
 	h->d = td_drive_create(&dp, &err);
 	assert_non_null(h->d);
 	done_init(&h->done);
+	td_list_init(&h->claimed);
 	td_drive_attach(h->d, hand_complete, h);
 }
 
@@ -866,8 +868,29 @@ static void hand_submit(struct hand_drive *h, struct hand_rq *rqs, unsigned int 
 
 	for (unsigned int i = 0; i < n; i++)
 		td_list_add_tail(&rqs[i].rq.drive_list, &list);
-	td_drive_submit_locked(h->d, &list);
+	if (td_drive_submit_locked(h->d, &list))
+		td_list_splice_tail_init(&list, &h->claimed); /* inline: ours to run */
 	assert_true(td_list_empty(&list));
+}
+
+/* Inline drives: run what hand_submit() claimed. */
+static unsigned int hand_run(struct hand_drive *h)
+{
+	return td_drive_run_inline(h->d, &h->claimed);
+}
+
+struct quiesce_thread {
+	pthread_t tid;
+	struct td_drive *d;
+	unsigned int dropped;
+};
+
+static void *quiesce_main(void *arg)
+{
+	struct quiesce_thread *t = arg;
+
+	t->dropped = td_drive_quiesce(t->d);
+	return NULL;
 }
 
 static bool wait_drive(struct td_drive *d, unsigned int hung, unsigned int executing)
@@ -897,21 +920,29 @@ static void test_quiesce_drops_pending_and_held_commands_and_counts_them(void **
 	for (int i = 0; i < 6; i++)
 		hand_rq_init(&r[i], (uint64_t)i * 8);
 
-	/* Accepted, not started: two pending. */
+	/*
+	 * Accepted by an inline drive, not yet run: they count as executing, so a
+	 * quiesce waits for the runner, which then gives them up unexecuted.
+	 */
+	struct quiesce_thread qt = { .d = h.d };
+
 	hand_submit(&h, r, 2);
 	td_drive_get_status(h.d, &st);
-	assert_int_equal(st.queued, 2);
-	assert_int_equal(td_drive_quiesce(h.d), 2);
+	assert_int_equal(st.executing, 2);
+	assert_int_equal(pthread_create(&qt.tid, NULL, quiesce_main, &qt), 0);
+	sleep_us(50000);
+	assert_int_equal(hand_run(&h), 0);
+	assert_int_equal(pthread_join(qt.tid, NULL), 0);
+	assert_int_equal(qt.dropped, 0);
 	td_drive_get_status(h.d, &st);
-	assert_int_equal(st.queued, 0);
-	assert_int_equal(td_drive_run_inline(h.d), 0);
+	assert_int_equal(st.executing, 0);
 
 	/* Held by a hang: three hung. */
 	assert_int_equal(td_inject_add_hang(td_drive_inject(h.d), 3), 0);
 	hand_rq_init(&r[0], 0);
 	hand_rq_init(&r[1], 8);
 	hand_submit(&h, r, 3);
-	assert_int_equal(td_drive_run_inline(h.d), 0);
+	assert_int_equal(hand_run(&h), 0);
 	td_drive_get_status(h.d, &st);
 	assert_int_equal(st.hung, 3);
 	assert_int_equal(st.queued, 3);
@@ -925,7 +956,7 @@ static void test_quiesce_drops_pending_and_held_commands_and_counts_them(void **
 
 	/* The drive serves again afterwards. */
 	hand_submit(&h, &r[3], 1);
-	assert_int_equal(td_drive_run_inline(h.d), 1);
+	assert_int_equal(hand_run(&h), 1);
 	assert_int_equal(done_count(&h.done), 1);
 	assert_int_equal(h.done.errors, 0);
 	assert_memory_equal(h.disk + 24 * 512, r[3].data, 4096);
