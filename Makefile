@@ -132,20 +132,36 @@ check-bats: all
 unit-tests: check-headers $(UNIT_TESTS)
 
 SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
+# ---- sanitizer and valgrind runs of the daemon (begin) -------------------------------------
+# The integration tests each sanitizer runs against the instrumented daemon. Reports end
+# the daemon with a non-zero status (stop_tagdiskd fails on it) and are also collected
+# and printed by tests/run-tests.sh, each counted as a failure. tests/bats/slow/ holds the
+# files too slow (or too specialised) for make check.
+ASAN_BATS := tests/bats/daemon.bats tests/bats/disk_semantics.bats tests/bats/fio_verify.bats \
+	tests/bats/crash.bats $(wildcard tests/bats/admin.bats) tests/bats/slow/resets_under_fio.bats
+TSAN_BATS := tests/bats/slow/resets_under_fio.bats $(wildcard tests/bats/reset_load.bats)
+VALGRIND_BATS := tests/bats/slow/valgrind_daemon.bats
+# gcc 12's TSan runtime cannot place its shadow memory when vm.mmap_rnd_bits is above 28
+# (some 6.x kernels use 32): there, run without address space randomization.
+TSAN_SETARCH := $(shell [ "$$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ] \
+	&& echo setarch $$(uname -m) -R)
+
 asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan \
 		SAN_FLAGS="-fsanitize=address,undefined $(SAN_COMMON)" all unit-tests
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		tests/run-tests.sh build/asan sanitizer
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		TD_SANITIZER_BATS="$(ASAN_BATS)" tests/run-tests.sh build/asan sanitizer
 
 tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan \
 		SAN_FLAGS="-fsanitize=thread $(SAN_COMMON)" all unit-tests
 	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-		tests/run-tests.sh build/tsan sanitizer
+		TD_SANITIZER_BATS="$(TSAN_BATS)" $(TSAN_SETARCH) tests/run-tests.sh build/tsan sanitizer
 
 check-valgrind: all unit-tests
-	@tests/run-tests.sh $(BUILD) valgrind
+	@TD_VALGRIND_BATS="$(VALGRIND_BATS)" tests/run-tests.sh $(BUILD) valgrind
+# ---- sanitizer and valgrind runs of the daemon (end) ---------------------------------------
 
 -include $(wildcard $(BUILD)/src/*.d $(BUILD)/tests/*.d)
 
@@ -211,3 +227,125 @@ fuzz:
 
 fuzz-check:
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) tests/fuzz/run.sh $(FUZZ_CHECK_SECONDS)
+
+# ---- install, uninstall, run, man pages ----------------------------------------------------
+#
+# make install [PREFIX=/usr/local] [DESTDIR=DIR]
+#   tagdiskd (SBINDIR), tagdiskctl (BINDIR), tagdisk@.service (UNITDIR), the man pages
+#   (MANDIR/man8, man5), the bash completion (BASHCOMPDIR/tagdiskctl), and
+#   SYSCONFDIR/tagdisk/example.ini unless one is there already (it may hold local edits).
+# make uninstall
+#   removes exactly those files; example.ini only while it equals etc/tagdisk.ini, and
+#   SYSCONFDIR/tagdisk once that is empty (other files there are the admin's disks). The
+#   shared directories (bin, sbin, man8, ...) stay, as they may hold other programs.
+# make run [RUN_DIR=.] [RUN_SIZE=1G]
+#   serve RUN_DIR/tagdisk.img (created sparse when missing) at RUN_DIR/mnt/disk in the
+#   foreground, admin socket RUN_DIR/tagdisk.sock; Ctrl-C stops it (drain, flush, unmount).
+# make check-man
+#   the man pages render without warnings and document every option, key and command.
+# make check-service
+#   tagdisk@.service under a real systemd, booted in namespaces where none runs as PID 1
+#   (tests/bats/slow/systemd_unit.bats; not part of make check).
+
+INSTALL ?= install
+UNIT_IN := systemd/tagdisk@.service.in
+UNIT    := $(BUILD)/tagdisk@.service
+MAN8    := src/tagdiskd.8 src/tagdiskctl.8
+MAN5    := etc/tagdisk.ini.5
+EXAMPLE_INI = $(DESTDIR)$(SYSCONFDIR)/tagdisk/example.ini
+
+RUN_DIR   ?= .
+RUN_SIZE  ?= 1G
+RUN_IMAGE ?= $(RUN_DIR)/tagdisk.img
+RUN_MNT   ?= $(RUN_DIR)/mnt
+RUN_SOCK  ?= $(RUN_DIR)/tagdisk.sock
+
+.PHONY: unit check-man check-service
+
+# Written every time: SBINDIR may differ from the last build's.
+unit: $(UNIT_IN)
+	@mkdir -p $(BUILD)
+	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|g' $(UNIT_IN) >$(UNIT).tmp && mv $(UNIT).tmp $(UNIT)
+
+install: all unit
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(BASHCOMPDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/tagdisk
+	$(INSTALL) -m 0755 $(BUILD)/tagdiskd $(DESTDIR)$(SBINDIR)/tagdiskd
+	$(INSTALL) -m 0755 $(BUILD)/tagdiskctl $(DESTDIR)$(BINDIR)/tagdiskctl
+	$(INSTALL) -m 0644 $(UNIT) $(DESTDIR)$(UNITDIR)/tagdisk@.service
+	$(INSTALL) -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5
+	$(INSTALL) -m 0644 etc/tagdiskctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/tagdiskctl
+	@if [ -e $(EXAMPLE_INI) ]; then \
+		echo "install: kept the existing $(EXAMPLE_INI)"; \
+	else \
+		echo "$(INSTALL) -m 0644 etc/tagdisk.ini $(EXAMPLE_INI)"; \
+		$(INSTALL) -m 0644 etc/tagdisk.ini $(EXAMPLE_INI); \
+	fi
+	@$(if $(DESTDIR),,echo "install: now run 'systemctl daemon-reload'")
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/tagdiskd $(DESTDIR)$(BINDIR)/tagdiskctl \
+		$(DESTDIR)$(UNITDIR)/tagdisk@.service \
+		$(patsubst %,$(DESTDIR)$(MANDIR)/man8/%,$(notdir $(MAN8))) \
+		$(patsubst %,$(DESTDIR)$(MANDIR)/man5/%,$(notdir $(MAN5))) \
+		$(DESTDIR)$(BASHCOMPDIR)/tagdiskctl
+	@if cmp -s etc/tagdisk.ini $(EXAMPLE_INI); then \
+		echo "rm -f $(EXAMPLE_INI)"; rm -f $(EXAMPLE_INI); \
+	elif [ -e $(EXAMPLE_INI) ]; then \
+		echo "uninstall: kept $(EXAMPLE_INI): it differs from etc/tagdisk.ini"; \
+	fi
+	@rmdir $(DESTDIR)$(SYSCONFDIR)/tagdisk 2>/dev/null || true
+
+run:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+	@if grep -qs " $(abspath $(RUN_MNT)) fuse" /proc/mounts && ! stat $(RUN_MNT) >/dev/null 2>&1; then \
+		echo "run: detaching the dead mount left on $(RUN_MNT)"; \
+		fusermount3 -u -z $(RUN_MNT) 2>/dev/null || umount -l $(RUN_MNT); \
+	fi
+	@mkdir -p $(RUN_MNT)
+	@[ -e $(RUN_IMAGE) ] || truncate -s $(RUN_SIZE) $(RUN_IMAGE)
+	@echo "tagdisk: serving $(RUN_IMAGE) as $(RUN_MNT)/disk; Ctrl-C stops it."
+	@echo "  as a block device:  sudo losetup --direct-io=on -f --show $(RUN_MNT)/disk"
+	@echo "  watch the queue:    $(BUILD)/tagdiskctl -s $(RUN_SOCK) status    (or top)"
+	@echo "  before Ctrl-C:      sudo losetup -d /dev/loopN"
+	@exec $(BUILD)/tagdiskd -f --image $(RUN_IMAGE) --size $(RUN_SIZE) --mount $(RUN_MNT) \
+		--socket $(RUN_SOCK)
+
+check-man: all
+	@TD_BUILD=$(abspath $(BUILD)) bats tests/bats/manpages.bats
+
+check-service: all
+	@TD_BUILD=$(abspath $(BUILD)) bats tests/bats/slow/systemd_unit.bats
+
+# ---- abuse: chaos stress, crash consistency, admin socket load (tests/stress/) ------------
+#   make stress       STRESS_SECONDS (default 180) of chaos (resets, elevator and depth
+#                     changes, injected errors and hangs, garbage on the admin socket)
+#                     under ext4 on a loop device with fio verify and file churn
+#   make stress-ci    the same for 60 s; make check runs it through tests/bats/stress.bats
+#   make crash        CRASH_CYCLES (default 20) kill -9 at random points of fsyncing writers
+#   make admin-load   200 admin clients against fio randread QD32, ADMIN_LOAD_SECONDS (30)
+#                     per phase, alternating with fio alone; prints the IOPS drop
+# Each needs root and /dev/fuse, prints its seed and its figures, and exits non-zero on
+# any violation (77: skipped, with the reason). STRESS_SEED=N or CRASH_SEED=N repeats a
+# run's random choices. tests/bats/stress.bats runs short versions of all three in
+# make check (TD_STRESS_SECONDS, TD_CRASH_CYCLES, TD_ADMIN_LOAD_SECONDS set their length).
+STRESS_SECONDS     ?= 180
+CRASH_CYCLES       ?= 20
+ADMIN_LOAD_SECONDS ?= 30
+STRESS_RUN = TD_BUILD=$(abspath $(BUILD)) python3
+
+.PHONY: stress-ci crash admin-load
+stress: all
+	@$(STRESS_RUN) tests/stress/stress.py --seconds $(STRESS_SECONDS)
+
+stress-ci:
+	@$(MAKE) --no-print-directory stress STRESS_SECONDS=60
+
+crash: all
+	@$(STRESS_RUN) tests/stress/crash.py --cycles $(CRASH_CYCLES)
+
+admin-load: all
+	@$(STRESS_RUN) tests/stress/admin_load.py --seconds $(ADMIN_LOAD_SECONDS)

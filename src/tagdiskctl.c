@@ -13,9 +13,10 @@
  * the connection: `top` (and `status -i`) and `stats -i` repeat a command
  * every interval, `iostat` derives iostat -x rows from successive `stats`
  * replies, and `trace` reads event lines until the daemon or the user ends
- * it. Local checks stop only what is surely wrong (unknown command, wrong
- * argument count, a newline that would smuggle in a second command); the
- * daemon judges the values.
+ * it, or -w SECONDS pass; with --blktrace FILE it writes them as blktrace
+ * records (tagdisk/blktrace.h) for blkparse and btt. Local checks stop only
+ * what is surely wrong (unknown command, wrong argument count, a newline that
+ * would smuggle in a second command); the daemon judges the values.
  *
  * Replies are read into one buffer that grows to REPLY_MAX, since `tags` or
  * `stats` on a deep queue can be large; bytes past the newline stay for the
@@ -1465,7 +1466,7 @@ static int run_trace(struct ctl *ctl, const struct ctl_command *cmd, int argc, c
 		if (r)
 			goto out_close_file;
 	} else {
-		/* Scripts wait for this line to know that nothing they do next escapes the trace. */
+		/* Scripts wait for this line: what they do next cannot escape the trace. */
 		fprintf(stderr, "tagdiskctl: trace: writing %s (Ctrl-C stops)\n", tf.path);
 	}
 	if (ctl->trace_wait_s > 0)
@@ -1540,8 +1541,8 @@ static void usage(void)
 	       "Trace options (after the word trace):\n"
 	       "  -o, --blktrace, --output FILE\n"
 	       "                          write the events as blktrace binary records to FILE\n"
-	       "                          (\"-\": stdout) instead of printing them. blkparse reads\n"
-	       "                          only files named NAME.blktrace.CPU: name FILE\n"
+	       "                          (\"-\": stdout) instead of printing them. blkparse\n"
+	       "                          reads only files named NAME.blktrace.CPU: name FILE\n"
 	       "                          NAME.blktrace.0 and run `blkparse -i NAME`, or pipe\n"
 	       "                          `-o -` into `blkparse -i -`. For btt, dump first:\n"
 	       "                          `blkparse -i NAME -d NAME.bin` then `btt -i NAME.bin`.\n"

@@ -8,7 +8,7 @@ packages=(
 	libfuse3-dev fuse3 libiniparser-dev libcmocka-dev
 	bats bats-assert bats-support
 	fio valgrind e2fsprogs util-linux kmod procps psmisc
-	python3 jq blktrace systemd
+	python3 jq blktrace systemd man-db groff-base
 	clang libclang-rt-14-dev
 )
 

@@ -130,6 +130,13 @@ td_teardown() {
 	for dev in "${TD_LOOPS[@]:-}"; do
 		[ -n "$dev" ] && losetup -d "$dev" 2>/dev/null || true
 	done
+	# Devices attached in a subshell (dev=$(td_losetup ...)) are not in TD_LOOPS:
+	# detach every loop device backed by a file of this test's directory.
+	if [ -n "${TD_DIR:-}" ]; then
+		losetup -nl -O NAME,BACK-FILE 2>/dev/null | while read -r dev back; do
+			case "$back" in "$TD_DIR"/*) losetup -d "$dev" 2>/dev/null || true ;; esac
+		done
+	fi
 	if [ -n "${TD_PID:-}" ]; then
 		kill -TERM "$TD_PID" 2>/dev/null || true
 		for _ in $(seq 50); do kill -0 "$TD_PID" 2>/dev/null || break; sleep 0.1; done
@@ -240,4 +247,63 @@ td_kill9() {
 
 td_not_mounted() {
 	! td_is_mounted "$1"
+}
+
+# ---- helpers for the admin socket and tagdiskctl suites ------------------------------------
+#
+#   td_stats KEY...          one field of the admin "stats" reply
+#   td_admin_lines N         send stdin, as it is, on one connection; print the first N reply lines
+#   td_dio read|write FILE BS OFFSET...
+#                            one O_DIRECT pread/pwrite of BS bytes at each byte OFFSET, in order;
+#                            prints "OFFSET ok", or "OFFSET EIO" (the errno's name), per offset
+#   td_test_user NAME        create the system user NAME (and its group) unless it exists; a
+#                            user created here is deleted by td_remove_test_users (in teardown)
+
+td_stats() {
+	td_admin stats | td_json "$@"
+}
+
+td_admin_lines() {
+	python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+s.sendall(sys.stdin.buffer.read())
+f = s.makefile("rb")
+for _ in range(int(sys.argv[2])):
+    sys.stdout.write(f.readline().decode())
+' "$TD_SOCK" "$1"
+}
+
+td_dio() {
+	python3 -c '
+import errno, mmap, os, sys
+op, path, bs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fd = os.open(path, (os.O_RDONLY if op == "read" else os.O_WRONLY) | os.O_DIRECT)
+buf = mmap.mmap(-1, bs)
+for off in sys.argv[4:]:
+    try:
+        io = os.preadv if op == "read" else os.pwritev
+        n = io(fd, [buf], int(off))
+        print(off, "ok" if n == bs else "short %d" % n, flush=True)
+    except OSError as e:
+        print(off, errno.errorcode.get(e.errno, e.errno), flush=True)
+' "$@"
+}
+
+td_test_user() {
+	getent passwd "$1" >/dev/null && return 0
+	useradd -M -r -s /usr/sbin/nologin "$1" || return 1
+	echo "$1" >>"$BATS_FILE_TMPDIR/td_created_users"
+}
+
+td_remove_test_users() {
+	local u
+	[ -f "$BATS_FILE_TMPDIR/td_created_users" ] || return 0
+	while read -r u; do
+		userdel "$u" 2>/dev/null || true
+		if getent group "$u" >/dev/null; then groupdel "$u" 2>/dev/null || true; fi
+	done <"$BATS_FILE_TMPDIR/td_created_users"
+	rm -f "$BATS_FILE_TMPDIR/td_created_users"
 }

@@ -112,7 +112,7 @@ static void test_encode_matches_kernel_struct_layout(void **state)
 
 static void test_action_maps_each_event_letter_to_its_step(void **state)
 {
-	/* Category QUEUE (0x10), ISSUE (0x40), COMPLETE (0x80) or REQUEUE (0x20), plus WRITE (0x02). */
+	/* Category QUEUE 0x10, ISSUE 0x40, COMPLETE 0x80 or REQUEUE 0x20, plus WRITE 0x02. */
 	static const struct {
 		char letter;
 		uint32_t word;
@@ -248,7 +248,7 @@ static void test_add_writes_process_note_then_event_exact_bytes(void **state)
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,		/* sector */
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04,		/* bytes, action */
 		0xe1, 0x10, 0x00, 0x00, DEV_LE,				/* pid, device */
-		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,		/* cpu, error, pdu_len */
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,	/* cpu, error, pdu_len */
 		'd', 'd', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* comm */
 		/* the queue event: sequence 1, time 0, 2048 + 8, action 0x00120001 */
 		0x07, 0x74, 0x61, 0x65, 0x01, 0x00, 0x00, 0x00,
@@ -492,8 +492,9 @@ int main(void)
 						sink_setup, sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_puts_positive_errno_only_on_completions,
 						sink_setup, sink_teardown),
-		cmocka_unit_test_setup_teardown(test_add_gives_flush_zero_bytes_and_bytes_of_sectors,
-						sink_setup, sink_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_add_gives_flush_zero_bytes_and_bytes_of_sectors, sink_setup,
+			sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_rejects_unknown_action_and_writes_nothing,
 						sink_setup, sink_teardown),
 		cmocka_unit_test(test_add_reports_the_errno_of_a_failed_write),
