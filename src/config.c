@@ -780,6 +780,15 @@ int td_config_set(struct td_config *c, const char *section, const char *key, con
 
 /* ---- the INI file ----------------------------------------------------- */
 
+/* Return: the bit of @sec, as find_section() returned it, in a mask of sections. */
+static unsigned int section_bit(const char *sec)
+{
+	for (unsigned int i = 0; i < TD_ARRAY_SIZE(sections); i++)
+		if (sections[i] == sec)
+			return 1U << i;
+	return 0;
+}
+
 static __thread char ini_error[512];
 
 static int ini_error_cb(const char *fmt, ...) td_printf(1, 2);
@@ -827,6 +836,7 @@ static void tidy_ini_error(char *msg)
 int td_config_load_file(struct td_config *c, const char *path, char *err, size_t errlen)
 {
 	char qp[QUOTE_MAX], qs[QUOTE_MAX], qk[QUOTE_MAX];
+	unsigned int seen = 0; /* section_bit()s of the sections whose entry came by */
 	dictionary *d;
 	struct stat st;
 	int ret = 0;
@@ -868,9 +878,11 @@ int td_config_load_file(struct td_config *c, const char *path, char *err, size_t
 		colon = strchr(entry, ':');
 		/* Sections have no value; a colon in one ("[a:b]") still makes it a section. */
 		if (!colon || !value) {
-			if (!find_section(entry, strlen(entry)))
+			sec = find_section(entry, strlen(entry));
+			if (!sec)
 				ret = fail(err, errlen, "unknown section [%s]",
 					   escape(entry, qs, sizeof(qs)));
+			seen |= section_bit(sec);
 			continue;
 		}
 		if (colon == entry) {
@@ -879,8 +891,16 @@ int td_config_load_file(struct td_config *c, const char *path, char *err, size_t
 			continue;
 		}
 		sec = find_section(entry, (size_t)(colon - entry));
-		/* iniparser adds a section's entry before its keys, so it was checked above. */
-		assert(sec);
+		/*
+		 * iniparser adds a section's entry before its keys, but a key b in [a]
+		 * takes over the entry of an earlier line "[a:b]", which is then
+		 * the first bad line of the file.
+		 */
+		if (!sec || !(seen & section_bit(sec))) {
+			ret = fail(err, errlen, "unknown section [%s]",
+				   escape(entry, qs, sizeof(qs)));
+			continue;
+		}
 		id = find_key(sec, colon + 1);
 		if (id == NR_KEYS) {
 			ret = fail(err, errlen, "unknown key [%s] %s", sec,

@@ -311,7 +311,7 @@ static void end_request_locked(struct td_queue *q, struct td_request *rq, int ta
 static void queue_complete(void *ctx, struct td_list *done)
 {
 	struct td_queue *q = ctx;
-	struct bio_list ends = { NULL, NULL };
+	struct bio_list ends = { 0 };
 	struct td_list *pos, *n;
 	bool kick = false;
 
@@ -430,7 +430,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
  */
 static void run_and_unlock(struct td_queue *q)
 {
-	struct bio_list ends = { NULL, NULL };
+	struct bio_list ends = { 0 };
 	bool is_inline = td_drive_is_inline(q->drive);
 
 	assert(td_lock_held(&q->lock));
@@ -604,23 +604,25 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 
 void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 {
-	if (q->mode == TD_MODE_BIO || q->make_request) {
-		while (list) {
-			struct td_bio *next = list->next;
+	struct td_bio *bio = list; /* @list is never NULL; the walk ends at NULL */
 
-			list->next = NULL;
-			td_queue_submit(q, list);
-			list = next;
-		}
+	if (q->mode == TD_MODE_BIO || q->make_request) {
+		do {
+			struct td_bio *next = bio->next;
+
+			bio->next = NULL;
+			td_queue_submit(q, bio);
+			bio = next;
+		} while (bio);
 		return;
 	}
 	td_mutex_lock(&q->lock);
 	uint64_t now = now_ns(q);
 
-	while (list) {
-		struct td_bio *next = list->next;
+	do {
+		struct td_bio *next = bio->next;
 
-		assert(list->end_io);
+		assert(bio->end_io);
 		/*
 		 * Unplug before waiting for a request, as 2.6 does in get_request_wait():
 		 * the requests this batch holds must reach the drive, or nothing would
@@ -632,9 +634,9 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 			td_mutex_lock(&q->lock);
 		}
 		atomic_fetch_add(&q->outstanding, 1);
-		queue_bio_locked(q, list, now);
-		list = next;
-	}
+		queue_bio_locked(q, bio, now);
+		bio = next;
+	} while (bio);
 	if (inline_runner == q) {
 		inline_rerun = true;
 		td_mutex_unlock(&q->lock);
@@ -703,7 +705,7 @@ unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list 
 unsigned int td_queue_reset(struct td_queue *q, bool timeout)
 {
 	struct td_list failed = TD_LIST_INIT(failed);
-	struct bio_list ends = { NULL, NULL };
+	struct bio_list ends = { 0 };
 	unsigned int n;
 
 	if (q->mode != TD_MODE_RQ)
