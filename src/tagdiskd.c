@@ -6,7 +6,8 @@
  *
  * Exit status: 0 after a clean stop (SIGTERM, SIGINT, or the file system
  * unmounted from outside), 1 when something failed at run time, 2 for a bad
- * command line or configuration, or an image locked by another process.
+ * command line or configuration, an image locked by another process, or an
+ * admin socket path that is taken.
  *
  * Signals are blocked in every thread and taken by one thread with
  * sigwait(): SIGTERM and SIGINT stop the front end, SIGHUP reloads the
@@ -373,6 +374,7 @@ int main(int argc, char **argv)
 	}
 
 	protect_memory();
+	ret = 0;
 	if (build_engine(&d, err, sizeof(err)) ||
 	    (ret = td_admin_create(&d.admin, &(struct td_admin_params){
 						       .socket_path = d.cfg.socket,
@@ -391,7 +393,8 @@ int main(int argc, char **argv)
 	    build_frontend(&d, err, sizeof(err))) {
 		td_err("%s", err);
 		teardown(&d, true);
-		return 1;
+		/* Something else is at the socket path: a conflict, like a locked image. */
+		return ret == -EEXIST || ret == -EADDRINUSE ? EXIT_USAGE : 1;
 	}
 	td_admin_set_frontend(d.admin, d.fe, d.cfg.mountpoint, d.cfg.name);
 
@@ -406,6 +409,8 @@ int main(int argc, char **argv)
 	char size_text[32];
 
 	td_format_size(d.img.size, size_text, sizeof(size_text));
+	/* The admin socket is up: a client may already be switching the elevator or depth. */
+	pthread_mutex_lock(&d.cfg_lock);
 	td_notice("serving \"%s\" (%s) at %s/%s: mode %s, elevator %s, depth %u, workers %u, "
 		  "admin socket %s",
 		  d.cfg.image, size_text, d.cfg.mountpoint, d.cfg.name,
@@ -415,6 +420,7 @@ int main(int argc, char **argv)
 	td_notifyf("READY=1\nSTATUS=serving %s at %s/%s (%s, %s, depth %u)", d.cfg.image,
 		   d.cfg.mountpoint, d.cfg.name, d.cfg.mode == TD_MODE_RQ ? "rq" : "bio",
 		   d.cfg.mode == TD_MODE_RQ ? d.cfg.elevator : "no elevator", d.cfg.depth);
+	pthread_mutex_unlock(&d.cfg_lock);
 
 	ret = td_frontend_run(d.fe);
 	if (ret == 1)

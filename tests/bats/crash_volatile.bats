@@ -25,8 +25,8 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	requires_fuse
-	requires losetup mkfs.ext4 e2fsck fsfreeze python3
+	requires_fuse || return 0
+	requires losetup mkfs.ext4 e2fsck fsfreeze python3 || return 0
 }
 setup() { td_setup_dir; }
 teardown() { td_teardown; }

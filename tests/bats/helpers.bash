@@ -24,20 +24,38 @@ TAGDISKCTL=$TD_BUILD/tagdiskctl
 TD_WRAPPER=${TD_WRAPPER:-}
 TD_START_TIMEOUT=${TD_START_TIMEOUT:-20}
 
+# Skipping: bats 1.8 cannot skip from setup_file, so there td_skip_file records
+# the reason (the first one wins); setup_file then returns early
+# ("requires_fuse || return 0", "... || { td_skip_file REASON; return 0; }"), and
+# td_check_skip (called by td_setup_dir) skips each test with that one reason.
+# In a test or setup() they skip at once.
+td_skip_file() {
+	if [ -z "${BATS_TEST_NAME:-}" ]; then
+		export TD_SKIP_REASON="${TD_SKIP_REASON:-$1}"
+		return 0
+	fi
+	skip "$1"
+}
+
+td_check_skip() {
+	[ -z "${TD_SKIP_REASON:-}" ] || skip "$TD_SKIP_REASON"
+}
+
 requires_fuse() {
-	[ "$(id -u)" -eq 0 ] || skip "needs root (mounts FUSE and uses loop devices)"
-	[ -c /dev/fuse ] || skip "no /dev/fuse on this machine"
-	[ -x "$TAGDISKD" ] || skip "tagdiskd is not built ($TAGDISKD)"
+	[ "$(id -u)" -eq 0 ] || { td_skip_file "needs root (mounts FUSE and uses loop devices)"; return 1; }
+	[ -c /dev/fuse ] || { td_skip_file "no /dev/fuse on this machine"; return 1; }
+	[ -x "$TAGDISKD" ] || { td_skip_file "tagdiskd is not built ($TAGDISKD)"; return 1; }
 }
 
 requires() {
 	local c
 	for c in "$@"; do
-		command -v "$c" >/dev/null 2>&1 || skip "$c is not installed"
+		command -v "$c" >/dev/null 2>&1 || { td_skip_file "$c is not installed"; return 1; }
 	done
 }
 
 td_setup_dir() {
+	td_check_skip
 	TD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/tagdisk.XXXXXX")
 	mkdir -p "$TD_DIR/mnt"
 	TD_IMG=$TD_DIR/disk.img

@@ -10,10 +10,11 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	[ -x "$TAGDISKD" ] && [ -x "$TAGDISKCTL" ] || skip "tagdiskd and tagdiskctl are not built ($TD_BUILD)"
+	[ -x "$TAGDISKD" ] && [ -x "$TAGDISKCTL" ] || { td_skip_file "tagdiskd and tagdiskctl are not built ($TD_BUILD)"; return 0; }
 }
 
 setup() {
+	td_check_skip
 	DEST=$BATS_TEST_TMPDIR/dest
 }
 

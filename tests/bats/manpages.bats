@@ -17,8 +17,8 @@ CHECK_MAN=$TD_ROOT/tests/tools/check_man.py
 
 setup_file() {
 	local cc=${CC:-cc}
-	[ -x "$TAGDISKD" ] && [ -x "$TAGDISKCTL" ] || skip "tagdiskd and tagdiskctl are not built ($TD_BUILD)"
-	command -v python3 >/dev/null || skip "python3 is not installed"
+	[ -x "$TAGDISKD" ] && [ -x "$TAGDISKCTL" ] || { td_skip_file "tagdiskd and tagdiskctl are not built ($TD_BUILD)"; return 0; }
+	command -v python3 >/dev/null || { td_skip_file "python3 is not installed"; return 0; }
 	# The facts helper links the same libraries as the daemon.
 	# shellcheck disable=SC2046 # pkg-config prints several words
 	"$cc" -std=gnu11 -D_GNU_SOURCE -pthread -I"$TD_ROOT/include" -o "$BATS_FILE_TMPDIR/doc_facts" \
@@ -30,6 +30,7 @@ setup_file() {
 }
 
 setup() {
+	td_check_skip
 	FACTS=$BATS_FILE_TMPDIR/facts
 }
 

@@ -17,16 +17,16 @@ load ../helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	requires_fuse
-	requires unshare nsenter chroot mknod
-	[ -x /lib/systemd/systemd ] || skip "systemd is not installed"
+	requires_fuse || return 0
+	requires unshare nsenter chroot mknod || return 0
+	[ -x /lib/systemd/systemd ] || { td_skip_file "systemd is not installed"; return 0; }
 	[ "$(cat /proc/1/comm)" != systemd ] ||
-		skip "systemd runs as PID 1 here: install the unit and use systemctl instead"
+		{ td_skip_file "systemd runs as PID 1 here: install the unit and use systemctl instead"; return 0; }
 	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
-		skip "no overlay file system for a throwaway root"
+		{ td_skip_file "no overlay file system for a throwaway root"; return 0; }
 	local cg2 mine
 	cg2=$(findmnt -n -t cgroup2 -o TARGET | head -1)
-	[ -n "$cg2" ] || skip "no cgroup2 hierarchy mounted"
+	[ -n "$cg2" ] || { td_skip_file "no cgroup2 hierarchy mounted"; return 0; }
 	mine=$(sed -n 's/^0:://p' /proc/self/cgroup)
 	export SD_CGROUP=$cg2$mine/tagdisk-systemd-test.$$
 	export SD_DIR=$BATS_FILE_TMPDIR
@@ -52,6 +52,7 @@ setup_file() {
 	export SD_PID
 	[ "$state" = running ] || { cat "$SD_DIR"/*.log >&2; false; }
 }
+setup() { td_check_skip; }
 
 teardown_file() {
 	[ -n "${SD_PID:-}" ] && kill -KILL "$SD_PID" 2>/dev/null

@@ -1,0 +1,417 @@
+#!/usr/bin/env bats
+# tagdiskctl: the tables people read, --json, the exit statuses (0 ok, 1 the
+# daemon said no, 2 usage, 3 cannot reach the daemon), and the commands that
+# repeat or stream: top, iostat, trace.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup_file() { requires_fuse || return 0; }
+setup() { td_setup_dir; }
+teardown() {
+	[ -z "${BG_PIDS:-}" ] || kill $BG_PIDS 2>/dev/null || true
+	td_teardown
+	td_remove_test_users
+}
+
+# kv KEY VALUE: one line of a name/value block whose widest name is $KV_WIDTH wide.
+kv() {
+	printf "%s%-${KV_WIDTH}s  %s\n" "${KV_INDENT:-}" "$1" "$2"
+}
+
+# ---- the tables ------------------------------------------------------------------------------
+
+@test "status prints one line per documented key, aligned, with this daemon's values" {
+	start_tagdiskd --size 64M
+	run -0 td_ctl status
+	local KV_WIDTH=10 keys
+	keys=$(cut -c1-10 <<<"$output" | sed 's/ *$//' | paste -sd,)
+	[ "$keys" = "state,image,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
+	[ "${lines[0]}" = "$(kv state running)" ]
+	[ "${lines[1]}" = "$(kv image "$TD_IMG")" ]
+	[ "${lines[2]}" = "$(kv size '64.0 MiB (67108864 bytes)')" ]
+	[ "${lines[3]}" = "$(kv disk "$TD_DISK")" ]
+	[ "${lines[4]}" = "$(kv read-only no)" ]
+	[ "${lines[5]}" = "$(kv mode rq)" ]
+	[ "${lines[6]}" = "$(kv elevator deadline)" ]
+	[ "${lines[7]}" = "$(kv tags 0/32)" ]
+	[ "${lines[8]}" = "$(kv 'in flight' 0)" ]
+	[ "${lines[9]}" = "$(kv queued 0)" ]
+	[ "${lines[10]}" = "$(kv requests 0/128)" ]
+	[ "${lines[11]}" = "$(kv drive '4 workers, model none, write cache writeback')" ]
+	[[ "${lines[12]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
+	[ "${lines[13]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
+	[ "${lines[14]}" = "$(kv resets 0)" ]
+	[ "${lines[15]}" = "$(kv timeouts 0)" ]
+	[ "${lines[16]}" = "$(kv errors 0)" ]
+	[[ "${lines[17]}" =~ ^"uptime      "[0-9]+s$ ]]
+	[ "${lines[18]}" = "$(kv pid "$TD_PID")" ]
+	[ "${lines[19]}" = "$(kv version 0.1.0)" ]
+	[ "${#lines[@]}" -eq 20 ]
+}
+
+@test "status in bio mode says there are no tags" {
+	start_tagdiskd --size 64M --mode bio
+	run -0 td_ctl status
+	local KV_WIDTH=10
+	[ "${lines[5]}" = "$(kv mode bio)" ]
+	[ "${lines[6]}" = "$(kv elevator none)" ]
+	[ "${lines[7]}" = "$(kv tags '- (no tags in mode bio)')" ]
+}
+
+@test "stats prints the per-op table, then the queue and drive blocks" {
+	start_tagdiskd --size 64M
+	dd if="$TD_DISK" of=/dev/null bs=4k count=100 iflag=direct status=none
+	dd if=/dev/zero of="$TD_DISK" bs=4k count=50 oflag=direct conv=notrunc status=none
+	run -0 td_ctl stats
+	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "OP COUNT BYTES MERGES MEAN P50 P90 P99 P999" ]
+	# Five latency columns: a number and a unit, or "-" with no I/O of that kind.
+	local lat='( +[0-9.]+ (us|ms|s)){5}$' none='( +-){5}$'
+	[[ "${lines[1]}" =~ ^"read            100  400.0 KiB       0"$lat ]]
+	[[ "${lines[2]}" =~ ^"write            50  200.0 KiB       0"$lat ]]
+	[[ "${lines[3]}" =~ ^"flush             0          -       -"$none ]]
+	[[ "${lines[4]}" =~ ^"discard           0        0 B       -"$none ]]
+	[[ "${lines[5]}" =~ ^"write_zeroes      0        0 B       -"$none ]]
+	# bats drops empty lines from ${lines[@]}: the blank line is in $output.
+	[ "$(sed -n 7p <<<"$output")" = "" ]
+	local KV_WIDTH=17 KV_INDENT='  '
+	diff <(sed -n '8,$p' <<<"$output" | grep -v 'ticks ms\|time in queue ms') - <<EOF
+queue
+$(kv deferred 0)
+$(kv killed 0)
+$(kv requeued 0)
+$(kv resets 0)
+$(kv timeouts 0)
+$(kv 'retries exhausted' 0)
+$(kv errors 0)
+$(kv 'in flight' 0)
+$(kv 'front merges' 0)
+$(kv 'back merges' 0)
+drive
+$(kv commands 150)
+$(kv queued 0)
+$(kv executing 0)
+$(kv hung 0)
+$(kv seeks 0)
+$(kv 'seek distance' 0)
+$(kv 'mean seek sectors' 0.0)
+EOF
+	[[ "$output" == *$'\n  io ticks ms        '[0-9]*$'\n  time in queue ms   '[0-9]*$'\ndrive\n'* ]]
+}
+
+@test "tags: 'no outstanding tags', then a row per held command; reset says how many it requeued" {
+	start_tagdiskd --size 64M
+	run -0 td_ctl tags
+	[ "$output" = "no outstanding tags (depth 32)" ]
+	run -0 td_ctl reset
+	[ "$output" = "reset: 0 requests requeued" ]
+	td_ctl inject hang >/dev/null
+	dd if="$TD_DISK" of=/dev/null bs=4k skip=256 count=1 iflag=direct status=none &
+	local rpid=$!
+	td_wait_until 10 bash -c '"$1" -s "$2" tags | grep -q read' _ "$TAGDISKCTL" "$TD_SOCK"
+	run -0 td_ctl tags
+	[ "${#lines[@]}" -eq 2 ]
+	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "TAG OP SECTOR SECTORS AGE RETRIES PID CDB" ]
+	[[ "${lines[1]}" =~ ^" "*[0-9]+"  read    2048        8  "" "*[0-9.]+" "(us|ms|s)"        0  "" "*"$rpid  28 00 00 00 08 00 00 00 08 00"$ ]]
+	run -0 td_ctl reset
+	[ "$output" = "reset: 1 requests requeued" ]
+	wait "$rpid"
+	run -0 td_ctl tags
+	[ "$output" = "no outstanding tags (depth 32)" ]
+}
+
+@test "elevator and depth print the current value, or 'old -> new'" {
+	start_tagdiskd --size 64M
+	run -0 td_ctl elevator
+	[ "$output" = "elevator: deadline (available: deadline, noop)" ]
+	run -0 td_ctl elevator noop
+	[ "$output" = "elevator: deadline -> noop" ]
+	run -0 td_ctl depth
+	[ "$output" = "depth: 32 (max 4096)" ]
+	run -0 td_ctl depth 12
+	[ "$output" = "depth: 32 -> 12" ]
+	run -0 td_ctl status
+	[[ "$output" == *$'\nelevator    noop\ntags        0/12\n'* ]]
+}
+
+@test "inject prints the rules as a table, or 'no faults armed', and the seed" {
+	start_tagdiskd --size 64M
+	run -0 td_ctl inject list
+	[ "$output" = $'no faults armed\nseed 1' ]
+	run -0 td_ctl inject error op=read sector=8 count=16 times=2
+	diff - <(printf '%s\n' "$output") <<'EOF'
+KIND   OP    SECTOR  COUNT  TIMES-LEFT  FIRED
+error  read       8     16           2      0
+seed 1
+EOF
+	td_ctl inject hang times=1 >/dev/null
+	td_ctl inject every 50 >/dev/null
+	td_ctl inject latency 1500 >/dev/null
+	td_ctl inject seed 77 >/dev/null
+	run -0 td_ctl inject error op=any sector=123456 count=1
+	diff - <(printf '%s\n' "$output") <<'EOF'
+KIND             OP    SECTOR  COUNT  TIMES-LEFT  FIRED
+error            read       8     16           2      0
+hang             -          -      -           1      0
+error            any   123456      1     forever      0
+every 50         -          -      -           -      0
+latency 1.50 ms  -          -      -           -      0
+seed 77
+EOF
+	run -0 td_ctl inject clear
+	[ "$output" = $'no faults armed\nseed 77' ]
+}
+
+@test "--json prints each reply line exactly as the daemon sent it" {
+	start_tagdiskd --size 64M
+	local cmd
+	for cmd in depth elevator tags 'inject list' 'inject every 3' reset help; do
+		# shellcheck disable=SC2086 # the command and its arguments
+		[ "$(td_ctl --json $cmd)" = "$(td_admin "$cmd")" ] || {
+			echo "differs: $cmd" >&2
+			return 1
+		}
+	done
+	[ "$(td_ctl --json depth 9)" = '{"ok":true,"depth":9,"previous":32}' ]
+	[ "$(td_ctl --json elevator noop)" = '{"ok":true,"elevator":"noop","previous":"deadline"}' ]
+	# The same for status and stats, apart from the moving clocks.
+	[ "$(td_ctl --json status | sed 's/"uptime_s":[0-9]*,//; s/"rate":.*//')" = \
+		"$(td_admin status | sed 's/"uptime_s":[0-9]*,//; s/"rate":.*//')" ]
+	run -0 td_ctl --json stats
+	[[ "$output" == '{"ok":true,"uptime_us":'* ]]
+	[ "${#lines[@]}" -eq 1 ]
+}
+
+@test "help lists the daemon's commands and the client's own" {
+	start_tagdiskd --size 64M
+	run -0 td_ctl help
+	local c
+	for c in help status stats tags reset 'elevator \[NAME\]' 'depth \[N\]' 'inject error op=' \
+		'powerfail \[keep=PCT\]' trace 'iostat \[INTERVAL \[COUNT\]\]' 'top \[-i SECONDS\]'; do
+		grep -qE "^  $c" <<<"$output" || {
+			echo "missing: $c" >&2
+			return 1
+		}
+	done
+	run -0 "$TAGDISKCTL" --help
+	[[ "$output" == "Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] COMMAND [ARGS]"* ]]
+	[[ "$output" == *"Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the daemon."* ]]
+	run -0 "$TAGDISKCTL" --version
+	[ "$output" = "tagdiskctl 0.1.0" ]
+}
+
+# ---- exit statuses ---------------------------------------------------------------------------
+
+@test "exit 1 when the daemon refuses, with its reason on stderr (or the raw line with --json)" {
+	start_tagdiskd --size 64M
+	run -1 --separate-stderr td_ctl depth 0
+	[ "$output" = "" ]
+	[ "$stderr" = "tagdiskctl: depth: 0 is out of range (1..4096)" ]
+	run -1 --separate-stderr td_ctl elevator nosuch
+	[ "$stderr" = 'tagdiskctl: elevator: unknown elevator "nosuch" (available: deadline, noop)' ]
+	run -1 --separate-stderr td_ctl inject error op=foo sector=1 count=1
+	[ "$stderr" = 'tagdiskctl: inject error: op="foo" is not read, write or any' ]
+	run -1 --separate-stderr td_ctl powerfail
+	[ "$stderr" = "tagdiskctl: powerfail: needs write_cache = volatile (this drive is writeback)" ]
+	run -1 --separate-stderr td_ctl --json depth abc
+	[ "$output" = '{"ok":false,"error":"depth: \"abc\" is not a number"}' ]
+	[ "$stderr" = "" ]
+	# Nothing changed.
+	[ "$(td_status depth)" -eq 32 ]
+}
+
+@test "exit 2 for a usage error, found before connecting" {
+	# No daemon at all: a usage error must not depend on one.
+	local s=$TD_DIR/none.sock
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" bogus
+	[ "$stderr" = $'tagdiskctl: unknown command "bogus"\nTry \'tagdiskctl --help\' for more information.' ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s"
+	[ "${stderr_lines[0]}" = "tagdiskctl: no command given" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" -x status
+	[ "${stderr_lines[0]}" = "tagdiskctl: unknown option -x" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" depth 1 2
+	[ "${stderr_lines[0]}" = "tagdiskctl: usage: depth [N]" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" inject
+	[[ "${stderr_lines[0]}" == "tagdiskctl: usage: inject error op=read|write|any"* ]]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" tags -n 1
+	[ "${stderr_lines[0]}" = "tagdiskctl: usage: tags" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" -i 1 tags
+	[ "${stderr_lines[0]}" = "tagdiskctl: -i and -n apply to status, stats and top, not tags" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" top -n 0
+	[ "${stderr_lines[0]}" = 'tagdiskctl: -n: "0" is not a positive integer' ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" -t abc status
+	[ "${stderr_lines[0]}" = 'tagdiskctl: -t: "abc" is not a positive number of seconds' ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" iostat 0
+	[ "${stderr_lines[0]}" = 'tagdiskctl: iostat: INTERVAL "0" is not a positive number of seconds' ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" elevator $'noop\nreset'
+	[ "${stderr_lines[0]}" = "tagdiskctl: elevator: an argument holds a line break" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s
+	[ "${stderr_lines[0]}" = "tagdiskctl: option -s needs a value" ]
+	[ ! -e "$s" ]
+}
+
+@test "exit 3 when the daemon cannot be reached, naming the socket" {
+	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/none.sock" status
+	[ "$output" = "" ]
+	[ "$stderr" = "tagdiskctl: cannot connect to $TD_DIR/none.sock: No such file or directory (is tagdiskd running? use -s SOCKET)" ]
+	# $TAGDISKD_SOCKET stands in for -s.
+	TAGDISK_SOCKET=$TD_DIR/env.sock run -3 --separate-stderr "$TAGDISKCTL" status
+	[[ "$stderr" == "tagdiskctl: cannot connect to $TD_DIR/env.sock: No such file or directory"* ]]
+	# A socket nobody listens on.
+	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$TD_DIR/stale.sock"
+	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/stale.sock" status
+	[[ "$stderr" == "tagdiskctl: cannot connect to $TD_DIR/stale.sock: Connection refused"* ]]
+	local long
+	long=$TD_DIR/$(printf 'x%.0s' {1..120}).sock
+	run -3 --separate-stderr "$TAGDISKCTL" -s "$long" status
+	[ "$stderr" = "tagdiskctl: cannot connect to $long: path too long (at most 107 bytes)" ]
+	# A listener that accepts and says nothing, and one that hangs up at once.
+	python3 - "$TD_DIR/mute.sock" "$TD_DIR/rude.sock" <<'PY' &
+import os, socket, sys, threading, time
+def serve(path, rude):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(8)
+    keep = []
+    while True:
+        c, _ = s.accept()
+        if rude:
+            c.recv(100)
+            c.close()
+        else:
+            keep.append(c)
+for i, p in enumerate(sys.argv[1:]):
+    threading.Thread(target=serve, args=(p, i == 1), daemon=True).start()
+time.sleep(60)
+PY
+	BG_PIDS=$!
+	td_wait_until 10 test -S "$TD_DIR/rude.sock"
+	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/mute.sock" -t 0.5 status
+	[ "$stderr" = "tagdiskctl: no reply from the daemon on $TD_DIR/mute.sock within 0.5 s" ]
+	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/rude.sock" status
+	[ "$stderr" = "tagdiskctl: the daemon on $TD_DIR/rude.sock closed the connection without replying" ]
+}
+
+@test "a user the daemon refuses gets exit 1 and the daemon's reason; one the socket file refuses gets exit 3" {
+	td_test_user tdtest
+	chmod 0755 "$TD_DIR"
+	[ "$(stat -c %a "$TAGDISKCTL")" = 755 ]
+	printf '[admin]\nsocket_mode = 0666\n' >"$TD_DIR/open.ini"
+	start_tagdiskd --size 64M -c "$TD_DIR/open.ini"
+	run -1 --separate-stderr setpriv --reuid tdtest --regid tdtest --clear-groups "$TAGDISKCTL" -s "$TD_SOCK" status
+	[ "$stderr" = "tagdiskctl: permission denied: not root, the daemon's user, or a member of the socket's group" ]
+	stop_tagdiskd
+	start_tagdiskd
+	run -3 --separate-stderr setpriv --reuid tdtest --regid tdtest --clear-groups "$TAGDISKCTL" -s "$TD_SOCK" status
+	[ "$stderr" = "tagdiskctl: cannot connect to $TD_SOCK: Permission denied (run as root or as a member of the socket's group)" ]
+}
+
+# ---- repeating and streaming -----------------------------------------------------------------
+
+@test "top -n 2 -i 0.2 prints the status block twice, 0.2 s apart, and exits 0" {
+	start_tagdiskd --size 64M
+	local t0 t1
+	t0=$EPOCHREALTIME
+	run -0 td_ctl top -n 2 -i 0.2
+	t1=$EPOCHREALTIME
+	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 0.2 && b - a < 5) }'
+	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
+	[ "$(grep -c "^pid         $TD_PID\$" <<<"$output")" -eq 2 ]
+	# Not a terminal: no screen clearing, one blank line between the blocks.
+	[ "$(wc -l <<<"$output")" -eq 41 ]
+	[ "$(sed -n 21p <<<"$output")" = "" ]
+	[[ "$output" != *$'\033'* ]]
+	# status -n is the same thing.
+	run -0 td_ctl status -n 2 -i 0.1
+	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
+}
+
+@test "iostat 0.5 2 prints a header and two rows of numbers; w/s > 0 while a dd writes" {
+	start_tagdiskd --size 64M
+	# Direct 4 KiB writes over and over until killed.
+	while dd if=/dev/zero of="$TD_DISK" bs=4k count=2000 oflag=direct conv=notrunc status=none; do
+		:
+	done &
+	BG_PIDS=$!
+	sleep 0.3
+	run -0 td_ctl iostat 0.5 2
+	printf '%s\n' "$output" >"$TD_DIR/iostat.txt"
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "r/s w/s rkB/s wkB/s rrqm/s wrqm/s r_await w_await aqu-sz tags %util" ]
+	python3 - "$TD_DIR/iostat.txt" <<'PY'
+import sys
+rows = open(sys.argv[1]).read().splitlines()[1:]
+assert len(rows) == 2, rows
+for r in rows:
+    f = r.split()
+    assert len(f) == 11, f
+    v = [float(x) for x in f]
+    assert f[9].isdigit(), f
+    # w/s > 0, 4 KiB each, no reads; util a percentage.
+    assert v[1] > 0 and abs(v[3] - 4 * v[1]) <= 0.02 * v[3] + 0.05, f
+    assert v[0] == 0 and v[2] == 0, f
+    assert 0 < v[10] <= 100, f
+PY
+}
+
+@test "trace prints one blktrace-style line per event: the pid on Q, the tag on D and C" {
+	start_tagdiskd --size 64M
+	# Not through a function: $! must be tagdiskctl itself, for the SIGINT below.
+	"$TAGDISKCTL" -s "$TD_SOCK" trace >"$TD_DIR/trace.txt" &
+	local tpid=$! dpid i
+	BG_PIDS=$tpid
+	# Until the trace has started, a read goes unseen (or half seen): read again.
+	for ((i = 0; i < 50; i++)); do
+		dd if="$TD_DISK" of=/dev/null bs=4k skip=3 count=1 iflag=direct status=none &
+		dpid=$!
+		wait "$dpid"
+		sleep 0.2
+		grep -qE "^ +[0-9.]+ +$dpid +Q " "$TD_DIR/trace.txt" &&
+			grep -qE "^ +[0-9.]+ +$dpid +C " "$TD_DIR/trace.txt" && break
+	done
+	# Ctrl-C ends it with status 0.
+	kill -INT "$tpid"
+	wait "$tpid"
+	BG_PIDS=
+	cat "$TD_DIR/trace.txt" >&2
+	local lines
+	mapfile -t lines < <(grep -E "^ +[0-9]+\.[0-9]{6} +$dpid " "$TD_DIR/trace.txt")
+	[ "${#lines[@]}" -eq 5 ]
+	# "%10s %5d  %c  %-2s %llu + %llu [tag %s]": time, pid, action, op, sectors, tag.
+	local pid5
+	pid5=$(printf '%5d' "$dpid")
+	[[ "${lines[0]:0:10}" =~ ^" "*[0-9]+\.[0-9]{6}$ ]]
+	[ "${lines[0]:10}" = " $pid5  Q  R  24 + 8 [tag -]" ]
+	[[ "${lines[1]}" =~ "  G  R  24 + 8 [tag -]"$ ]]
+	[[ "${lines[2]}" =~ "  I  R  24 + 8 [tag -]"$ ]]
+	[[ "${lines[3]}" =~ "  D  R  24 + 8 [tag "([0-9]+)"]"$ ]]
+	local tag=${BASH_REMATCH[1]}
+	[[ "${lines[4]}" == *"  C  R  24 + 8 [tag $tag]" ]]
+}
+
+@test "trace | head -5 ends as soon as head does, even when the disk goes idle" {
+	start_tagdiskd --size 64M
+	# A head -5 that shows its progress: it writes each line through and quits after five.
+	(
+		timeout 10 "$TAGDISKCTL" -s "$TD_SOCK" trace | sed -u 5q >"$TD_DIR/head.txt"
+		echo "${PIPESTATUS[*]}" >"$TD_DIR/rc"
+	) &
+	local pipeline=$! i
+	# One read makes exactly five events (Q G I D C); then nothing happens. Until
+	# the trace has started, a read goes unseen: read again.
+	for ((i = 0; i < 50; i++)); do
+		dd if="$TD_DISK" of=/dev/null bs=4k count=1 iflag=direct status=none
+		sleep 0.2
+		[ "$(wc -l <"$TD_DIR/head.txt")" -lt 5 ] || break
+	done
+	local t0=$EPOCHREALTIME
+	wait "$pipeline"
+	awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a < 3) }'
+	[ "$(cat "$TD_DIR/rc")" = "0 0" ]
+	[ "$(wc -l <"$TD_DIR/head.txt")" -eq 5 ]
+	# And head itself, under a steady stream of events.
+	dd if="$TD_DISK" of=/dev/null bs=4k count=200000 iflag=direct status=none &
+	BG_PIDS=$!
+	run -0 timeout 10 bash -c '"$1" -s "$2" trace | head -5' _ "$TAGDISKCTL" "$TD_SOCK"
+	[ "${#lines[@]}" -eq 5 ]
+}
