@@ -3,9 +3,12 @@
 #
 #   make              build tagdiskd, tagdiskctl and libtagdisk.a
 #   make check        install missing Debian packages, run unit + integration tests
+#                     and a short fuzz run; ends with "N passed, N failed"
 #   make run          serve a 1 GiB sparse tagdisk.img at ./mnt/disk in the foreground
 #   make asan|tsan    unit tests (and the integration tests that fit) under sanitizers
 #   make check-valgrind  unit tests and a daemon run under memcheck
+#   make fuzz         libFuzzer on every parser (FUZZ_SECONDS each)
+#   make stress / crash / admin-load   long abuse runs (STRESS_SECONDS, CRASH_CYCLES, ...)
 #   make bench-engine / bench   benchmarks (figures and ratios, not tests)
 #   make install / uninstall    PREFIX=/usr/local, DESTDIR honoured
 

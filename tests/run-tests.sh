@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run tagdisk's tests and end with one line: "N passed, N failed, N skipped".
 #
-#   tests/run-tests.sh BUILD_DIR unit|bats|all|sanitizer|valgrind
+#   tests/run-tests.sh BUILD_DIR unit|bats|fuzz|all|sanitizer|valgrind
 #
 # Unit tests (cmocka) and integration tests (bats) both speak TAP; this script
 # counts "ok", "not ok" and skips across every suite. A unit binary that
@@ -61,19 +61,41 @@ run_bats() { # files...
 	count_tap "$out"
 }
 
+run_fuzz() { # seconds per harness
+	local out="$log/fuzz.tap"
+	echo "# fuzz: tests/fuzz/run.sh $1"
+	tests/fuzz/run.sh "$1" 2>&1 | tee "$out"
+	count_tap "$out"
+}
+
 case "$what" in
 unit) run_unit ;;
+fuzz) run_fuzz "${TD_FUZZ_SECONDS:-10}" ;;
 bats) run_bats tests/bats ;;
 all)
 	run_unit
 	run_bats tests/bats
+	run_fuzz "${TD_FUZZ_SECONDS:-10}"
 	;;
 sanitizer)
+	# Every instrumented process (unit tests, daemons, tagdiskctl) writes its reports to
+	# files here, so a report is seen even from a daemon whose exit status no test
+	# checks (one stopped by teardown); each file counts as one failure, printed below.
+	mkdir "$log/san"
+	for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+		export "$v=${!v:+${!v}:}log_path=$log/san/${v%%_*}"
+	done
 	run_unit
 	if [ -n "${TD_SANITIZER_BATS:-}" ]; then
 		# shellcheck disable=SC2086
 		run_bats $TD_SANITIZER_BATS
 	fi
+	for f in "$log"/san/*; do
+		[ -e "$f" ] || continue
+		echo "not ok - sanitizer report $(basename "$f"):"
+		sed 's/^/  # /' "$f" | head -150
+		fail=$((fail + 1))
+	done
 	;;
 valgrind)
 	run_unit valgrind -q --error-exitcode=99 --leak-check=full \
@@ -84,7 +106,7 @@ valgrind)
 	fi
 	;;
 *)
-	echo "usage: $0 BUILD unit|bats|all|sanitizer|valgrind" >&2
+	echo "usage: $0 BUILD unit|bats|fuzz|all|sanitizer|valgrind" >&2
 	exit 2
 	;;
 esac
