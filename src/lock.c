@@ -43,9 +43,35 @@ void td_mutex_destroy(struct td_mutex *mu)
 		lock_bug("pthread_mutex_destroy", err);
 }
 
+/*
+ * How long a contended locker spins (trylock, pause) before it sleeps. Our
+ * critical sections last up to a few microseconds (a batch through the
+ * elevator); sleeping and being woken costs more than that, so a waiter that
+ * finds the holder running waits for it on the CPU, as the kernel's
+ * optimistic spinning on mutexes does. Bounded, so a preempted holder costs
+ * at most this much spinning.
+ */
+#define TD_MUTEX_SPINS 4000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 void td_mutex_lock(struct td_mutex *mu)
 {
-	int err = pthread_mutex_lock(&mu->m);
+	int err = pthread_mutex_trylock(&mu->m);
+
+	for (int i = 0; err == EBUSY && i < TD_MUTEX_SPINS; i++) {
+		cpu_relax();
+		err = pthread_mutex_trylock(&mu->m);
+	}
+	if (err == EBUSY)
+		err = pthread_mutex_lock(&mu->m);
 
 	if (err)
 		lock_bug("pthread_mutex_lock", err);

@@ -158,7 +158,23 @@ struct bio_list {
 	struct td_bio *tail;
 	unsigned int nr_rqs;
 	uint64_t now;
+	/* Per-request accounting, done after the lock is dropped (a batch at a time). */
+	unsigned int nr_acct;
+	struct {
+		uint64_t latency_ns;
+		uint32_t nr_sectors;
+		int16_t error;
+		uint8_t op;
+	} acct[32];
 };
+
+static void account_bio_list(struct td_queue *q, struct bio_list *bl)
+{
+	for (unsigned int i = 0; i < bl->nr_acct; i++)
+		td_stats_io_account(q->stats, (enum td_op)bl->acct[i].op, bl->acct[i].nr_sectors,
+				    bl->acct[i].latency_ns, bl->acct[i].error);
+	bl->nr_acct = 0;
+}
 
 static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int error)
 {
@@ -210,6 +226,7 @@ static void end_bio_list(struct td_queue *q, struct bio_list *bl)
 {
 	struct td_bio *bio = bl->head;
 
+	account_bio_list(q, bl);
 	if (bl->nr_rqs) {
 		td_stats_io_end_n(q->stats, bl->now, bl->nr_rqs);
 		bl->nr_rqs = 0;
@@ -301,7 +318,14 @@ static void end_request_locked(struct td_queue *q, struct td_request *rq, int ta
 {
 	td_trace_emit(q->trace, TD_TA_COMPLETE, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
 		      rq->nr_sectors, rq->pid, tag, error, now);
-	td_stats_io_account(q->stats, rq->op, rq->nr_sectors, now - rq->start_ns, error);
+	/* Counters are lock-free: keep them out of the critical section while there is room. */
+	if (ends->nr_acct == TD_ARRAY_SIZE(ends->acct))
+		account_bio_list(q, ends);
+	ends->acct[ends->nr_acct].op = (uint8_t)rq->op;
+	ends->acct[ends->nr_acct].nr_sectors = rq->nr_sectors;
+	ends->acct[ends->nr_acct].error = (int16_t)error;
+	ends->acct[ends->nr_acct].latency_ns = now - rq->start_ns;
+	ends->nr_acct++;
 	ends->nr_rqs++;
 	ends->now = now;
 	bio_list_add_chain(ends, rq->bio, error);
@@ -363,10 +387,9 @@ static struct td_request *dispatch_head_locked(struct td_queue *q)
  * ended onto @ends. Return: the number of requests sent to the drive.
  */
 static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
-				    struct td_list *batch)
+				    struct td_list *batch, uint64_t now)
 {
 	unsigned int sent = 0;
-	uint64_t now = 0;
 
 	assert(td_lock_held(&q->lock));
 	if (q->stopped)
@@ -428,7 +451,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
  * inline drive, execute what was dispatched in this thread and go round
  * again while that freed tags for more.
  */
-static void run_and_unlock(struct td_queue *q)
+static void run_and_unlock(struct td_queue *q, uint64_t now)
 {
 	struct bio_list ends = { 0 };
 	bool is_inline = td_drive_is_inline(q->drive);
@@ -437,7 +460,8 @@ static void run_and_unlock(struct td_queue *q)
 	for (;;) {
 		struct td_list batch = TD_LIST_INIT(batch);
 
-		dispatch_locked(q, &ends, &batch);
+		dispatch_locked(q, &ends, &batch, now);
+		now = 0; /* later passes read the clock when they dispatch */
 
 		td_mutex_unlock(&q->lock);
 		end_bio_list(q, &ends);
@@ -469,7 +493,7 @@ void td_queue_run(struct td_queue *q)
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	run_and_unlock(q);
+	run_and_unlock(q, 0);
 }
 
 /* ---- submission ----------------------------------------------------------------------- */
@@ -491,7 +515,20 @@ static void insert_flush_locked(struct td_queue *q, struct td_request *rq, uint6
 }
 
 /* Merge @bio into a queued request, or give it a request of its own. May wait for the pool. */
-static void queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now)
+static void account_started(struct td_queue *q, uint64_t now, int64_t delta)
+{
+	if (delta > 0)
+		td_stats_io_start_n(q->stats, now, (uint64_t)delta);
+	else if (delta < 0)
+		td_stats_io_end_n(q->stats, now, (uint64_t)-delta);
+}
+
+/*
+ * Return: the change in the number of requests: 1 when @bio took a new
+ * request, 0 when it merged, -1 when the merge also joined two requests.
+ * The caller applies it to the stats once per batch.
+ */
+static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now)
 {
 	struct td_request *rq;
 
@@ -506,10 +543,10 @@ static void queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t no
 			trace_bio(q, type == TD_ELV_FRONT_MERGE ? TD_TA_FRONTMERGE : TD_TA_BACKMERGE,
 				  bio, TD_TAG_NONE, 0, now);
 			if (gone) {
-				td_stats_io_cancel(q->stats, now);
 				td_rq_pool_put_locked(&q->pool, gone);
+				return -1;
 			}
-			return;
+			return 0;
 		}
 	}
 
@@ -521,14 +558,14 @@ static void queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t no
 	td_rq_init_from_bio(rq, bio);
 	rq->seq = q->seq++;
 	rq->start_ns = now;
-	td_stats_io_start(q->stats, now);
 	trace_rq(q, TD_TA_GETRQ, rq, 0, now);
 	if (rq->op == TD_OP_FLUSH) {
 		insert_flush_locked(q, rq, now);
-		return;
+		return 1;
 	}
 	td_elv_add(q->elv, rq);
 	trace_rq(q, TD_TA_INSERT, rq, 0, now);
+	return 1;
 }
 
 /* Bio mode: build the command and execute it in this thread. */
@@ -593,13 +630,20 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	queue_bio_locked(q, bio, now_ns(q));
+	uint64_t now = now_ns(q);
+
+	int delta = queue_bio_locked(q, bio, now);
+
+	if (delta > 0)
+		td_stats_io_start(q->stats, now);
+	else if (delta < 0)
+		td_stats_io_cancel(q->stats, now);
 	if (inline_runner == q) {
 		inline_rerun = true;
 		td_mutex_unlock(&q->lock);
 		return;
 	}
-	run_and_unlock(q); /* insert and dispatch under one hold of the lock */
+	run_and_unlock(q, now); /* insert and dispatch under one hold of the lock */
 }
 
 void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
@@ -618,6 +662,7 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 	}
 	td_mutex_lock(&q->lock);
 	uint64_t now = now_ns(q);
+	int64_t started = 0; /* requests gained, not yet counted in the stats */
 
 	do {
 		struct td_bio *next = bio->next;
@@ -629,20 +674,24 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 		 * ever complete to refill the pool.
 		 */
 		if (!q->pool.nr_free) {
+			/* Count them before they can complete. */
+			account_started(q, now, started);
+			started = 0;
 			td_mutex_unlock(&q->lock);
 			td_queue_run(q);
 			td_mutex_lock(&q->lock);
 		}
 		atomic_fetch_add(&q->outstanding, 1);
-		queue_bio_locked(q, bio, now);
+		started += queue_bio_locked(q, bio, now);
 		bio = next;
 	} while (bio);
+	account_started(q, now, started);
 	if (inline_runner == q) {
 		inline_rerun = true;
 		td_mutex_unlock(&q->lock);
 		return;
 	}
-	run_and_unlock(q);
+	run_and_unlock(q, now);
 }
 
 void td_queue_drain(struct td_queue *q)

@@ -5,8 +5,9 @@
  * Data structure
  *
  *   struct td_stats holds TD_STATS_SHARDS shards and one busy-time record.
- *   A shard is a block of relaxed atomic counters (per-op ios, sectors,
- *   errors, merges, summed latency, histogram; the queue-event counters),
+ *   A shard is a block of relaxed atomic counters (per-op sectors, errors,
+ *   merges, summed latency, histogram; the queue-event counters; the number
+ *   of I/Os is the histogram's total, so it costs no counter of its own),
  *   aligned to a cache line so two shards never share one. Each thread picks
  *   its shard once, round-robin from a global counter, and keeps the index in
  *   a thread-local variable; the index is the same for every td_stats object,
@@ -72,7 +73,6 @@ _Static_assert(TD_STATS_SUB_BITS >= 1 && TD_STATS_SUB_BITS < 32, "bad TD_STATS_S
 #define STATS_SPINS_BEFORE_YIELD 64
 
 struct td_stats_shard {
-	_Atomic uint64_t ios[TD_OP_COUNT];
 	_Atomic uint64_t sectors[TD_OP_COUNT];
 	_Atomic uint64_t errors[TD_OP_COUNT];
 	_Atomic uint64_t front_merges[TD_OP_COUNT];
@@ -221,7 +221,6 @@ void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors
 	struct td_stats_shard *sh = stats_shard(st);
 
 	assert((unsigned int)op < TD_OP_COUNT);
-	stats_inc(&sh->ios[op], 1);
 	stats_inc(&sh->sectors[op], nr_sectors);
 	if (error)
 		stats_inc(&sh->errors[op], 1);
@@ -235,7 +234,6 @@ void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
 	struct td_stats_shard *sh = stats_shard(st);
 
 	assert((unsigned int)op < TD_OP_COUNT);
-	stats_inc(&sh->ios[op], 1);
 	stats_inc(&sh->sectors[op], nr_sectors);
 	if (error)
 		stats_inc(&sh->errors[op], 1);
@@ -280,7 +278,6 @@ void td_stats_snapshot(struct td_stats *st, struct td_stats_snapshot *out, uint6
 		struct td_stats_shard *sh = &st->shards[s];
 
 		for (unsigned int op = 0; op < TD_OP_COUNT; op++) {
-			out->ios[op] += stats_load(&sh->ios[op]);
 			out->sectors[op] += stats_load(&sh->sectors[op]);
 			out->errors[op] += stats_load(&sh->errors[op]);
 			out->front_merges[op] += stats_load(&sh->front_merges[op]);
@@ -292,6 +289,10 @@ void td_stats_snapshot(struct td_stats *st, struct td_stats_snapshot *out, uint6
 		for (unsigned int c = 0; c < TD_STAT_NR_COUNTERS; c++)
 			out->counters[c] += stats_load(&sh->counters[c]);
 	}
+	/* Every completed I/O lands in exactly one bucket: the histogram counts them. */
+	for (unsigned int op = 0; op < TD_OP_COUNT; op++)
+		for (unsigned int i = 0; i < TD_STATS_BUCKETS; i++)
+			out->ios[op] += out->hist[op][i];
 
 	busy_lock(b);
 	out->in_flight = b->in_flight;
