@@ -134,6 +134,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--size", default="1G")
     ap.add_argument("--skip-hdd", action="store_true")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="[drive] workers for the tagdiskd targets (default: the daemon's)")
     a = ap.parse_args()
 
     build = os.path.abspath(a.build)
@@ -164,7 +166,7 @@ def main():
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
 
-        common = ["--workers", "4"]
+        common = ["--workers", str(a.workers)] if a.workers is not None else []
         daemons["passthrough"] = Daemon(passthrough, images["passthrough"], work, "passthrough", [])
         daemons["bio"] = Daemon(tagdiskd, images["bio"], work, "bio", ["--mode", "bio"] + common)
         daemons["rq-noop"] = Daemon(tagdiskd, images["rq-noop"], work, "rq-noop",

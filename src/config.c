@@ -146,9 +146,9 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 				   "deadline: read batches before writes must go: 0..1024"),
     [KEY_TAGS_DEPTH] = K("tags", "depth", "number", "32", true,
 			 "tagged commands outstanding at the drive at once: 1..4096"),
-    [KEY_DRIVE_WORKERS] = K("drive", "workers", "number", "4", false,
+    [KEY_DRIVE_WORKERS] = K("drive", "workers", "number", "0", false,
 			    "drive threads: 0..256; 0 runs commands in the dispatching thread"
-			    " (model none only)"),
+			    " (hdd always uses one actuator, ssd at least one thread)"),
     [KEY_DRIVE_MODEL] =
 	K("drive", "model", "choice", "none", false, "latency model: none, hdd or ssd"),
     [KEY_DRIVE_HDD_RPM] = K("drive", "hdd_rpm", "number", "7200", false,
@@ -726,7 +726,7 @@ void td_config_init(struct td_config *c)
 			 .fifo_batch = 16,
 			 .writes_starved = 2},
 	    .depth = 32,
-	    .workers = 4,
+	    .workers = 0,
 	    .model = TD_MODEL_NONE,
 	    .hdd = {.rpm = 7200,
 		    .seek_track_us = 500,
@@ -1118,7 +1118,7 @@ static void print_usage(FILE *f)
 		"  --mode rq|bio      queued or direct (rq)              [queue] mode\n"
 		"  --elevator NAME    %-33s  [queue] elevator\n"
 		"  --depth N          %-33s  [tags] depth\n"
-		"  --workers N        drive threads, 0..256 (4)          [drive] workers\n"
+		"  --workers N        drive threads, 0..256 (0)          [drive] workers\n"
 		"  --read-only        serve the disk read-only           [disk] read_only\n"
 		"  -o OPT[,OPT...]    FUSE mount options (repeatable)\n"
 		"  -v, --verbose      log more (repeatable)\n"
@@ -1308,10 +1308,6 @@ int td_config_check(const struct td_config *c, char *err, size_t errlen)
 			    "[queue] max_sectors = \"%u\": must be a multiple of %u with"
 			    " logical_block_size = %u",
 			    c->max_sectors, c->logical_block_size / 512, c->logical_block_size);
-	if (c->workers == 0 && c->model != TD_MODEL_NONE)
-		return fail(err, errlen,
-			    "[drive] workers = \"0\": must be at least 1 with model = %s",
-			    model_names[c->model]);
 	if (c->hdd.seek_full_us < c->hdd.seek_track_us)
 		return fail(
 		    err, errlen,

@@ -17,9 +17,12 @@
  * warm-up the I/O path allocates nothing.
  *
  * Threads. The loop starts with one thread and starts another whenever a
- * thread takes a request while no other is idle, up to max_threads. In rq
- * mode handlers only block for back-pressure, so few threads run; in bio
- * mode each in-flight I/O occupies a thread.
+ * thread takes a request while no other is idle, up to max_threads; a
+ * thread that finds FE_MAX_IDLE others idle when it finishes a
+ * request ends, so a burst does not leave dozens of threads behind (each
+ * one more for the kernel to wake). With worker threads in rq mode
+ * handlers only block for back-pressure, so few threads run; in bio mode,
+ * or with an inline drive, each in-flight I/O occupies a thread.
  *
  * Stopping. td_frontend_stop() sets a flag and interrupts threads blocked in
  * read(2) with SIGUSR1 (installed without SA_RESTART), repeating until every
@@ -62,6 +65,7 @@
 #define POOL_KEEP	256	      /* free buffers kept per class */
 #define STEAL_MIN	(64U << 10) /* writes this large keep their receive buffer */
 #define THREAD_STACK	(512U << 10)
+#define FE_MAX_IDLE	10	    /* idle FUSE threads kept; more of them exit */
 /*
  * libfuse reads requests of up to its bufsize: 256 pages of payload plus a
  * page of headers (FUSE_MAX_MAX_PAGES and FUSE_BUFFER_HEADER_SIZE, private
@@ -798,13 +802,15 @@ static void spawn_thread_locked(struct td_frontend *fe)
 		return;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	/* Counted idle before it exists: it may take a request before we return. */
+	atomic_fetch_add(&fe->idle, 1);
 	if (pthread_create(&t->tid, &attr, loop_thread, fe)) {
+		atomic_fetch_sub(&fe->idle, 1);
 		td_warnx("fuse: cannot start another thread (%u running)", fe->nr_threads);
 		free(t);
 	} else {
 		td_list_add_tail(&t->link, &fe->threads);
 		fe->nr_threads++;
-		atomic_fetch_add(&fe->idle, 1);
 		if (fe->nr_threads > fe->peak_threads)
 			fe->peak_threads = fe->nr_threads;
 	}
@@ -828,6 +834,7 @@ static void *loop_thread(void *arg)
 {
 	struct td_frontend *fe = arg;
 	struct fe_buf *rb = NULL;
+	bool counted = true; /* counted in fe->idle (spawn_thread_locked counted us) */
 	sigset_t set;
 
 	td_thread_name("td-fuse");
@@ -871,12 +878,27 @@ static void *loop_thread(void *arg)
 			if (tl_stolen)
 				rb = NULL;
 		}
-		atomic_fetch_add(&fe->idle, 1);
+		/*
+		 * Idle again, unless FE_MAX_IDLE threads already wait for work: then
+		 * this one ends without ever counting as idle (counting it first would
+		 * let threads on their way out make others leave too, down to none).
+		 */
+		unsigned int idle = atomic_load(&fe->idle);
+
+		do {
+			if (idle >= FE_MAX_IDLE) {
+				counted = false;
+				break;
+			}
+		} while (!atomic_compare_exchange_weak(&fe->idle, &idle, idle + 1));
+		if (!counted)
+			break;
 	}
 	pool_put(&fe->pool, rb);
 
 	td_mutex_lock(&fe->lock);
-	atomic_fetch_sub(&fe->idle, 1);
+	if (counted)
+		atomic_fetch_sub(&fe->idle, 1);
 	struct fe_thread *self = self_locked(fe);
 
 	if (self)

@@ -51,7 +51,7 @@ void td_mutex_destroy(struct td_mutex *mu)
  * optimistic spinning on mutexes does. Bounded, so a preempted holder costs
  * at most this much spinning.
  */
-#define TD_MUTEX_SPINS 4000
+#define TD_MUTEX_SPINS 100
 
 static inline void cpu_relax(void)
 {

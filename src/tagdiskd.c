@@ -244,12 +244,12 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 	}
 	fp.fuse_opts = opts;
 	fp.nr_fuse_opts = n;
-	if (c->mode == TD_MODE_RQ) {
+	if (c->mode == TD_MODE_RQ && (c->workers || c->model != TD_MODEL_NONE)) {
 		/* Handlers return at once; threads only wait for back-pressure or RMW. */
 		fp.max_threads = 16;
 		fp.max_background = TD_MAX(c->nr_requests, c->depth);
 	} else {
-		/* Each I/O in flight holds a thread. */
+		/* Each I/O in flight holds a thread (bio mode, or an inline drive). */
 		fp.max_threads = TD_MAX(c->nr_requests, 16U);
 		fp.max_background = c->nr_requests;
 	}
@@ -373,7 +373,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
-	protect_memory();
+	if (!getenv("TD_NO_MLOCK")) protect_memory();
 	ret = 0;
 	if (build_engine(&d, err, sizeof(err)) ||
 	    (ret = td_admin_create(&d.admin, &(struct td_admin_params){

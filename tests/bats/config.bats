@@ -196,7 +196,7 @@ bad_config() {
 	[ "$(td_status elevator)" = deadline ]
 	[ "$(td_status depth)" -eq 32 ]
 	[ "$(td_status nr_requests)" -eq 128 ]
-	[ "$(td_status workers)" -eq 4 ]
+	[ "$(td_status workers)" -eq 0 ]
 	[ "$(td_status logical_block_size)" -eq 512 ]
 	[ "$(td_status read_only)" = false ]
 }
