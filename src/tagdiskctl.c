@@ -608,6 +608,7 @@ static void print_status(const struct td_json_value *r)
 	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN], c[TD_CTL_FMT_LEN];
 	char line[512];
 	uint64_t depth = get_u64(r, "depth");
+	uint64_t workers;
 
 	kv_add(t, "state", get_str(r, "state"));
 	kv_add(t, "image", get_str(r, "image"));
@@ -630,8 +631,14 @@ static void print_status(const struct td_json_value *r)
 	snprintf(line, sizeof(line), "%s/%s", get_num(r, "requests_used", a, sizeof(a)),
 		 get_num(r, "nr_requests", b, sizeof(b)));
 	kv_add(t, "requests", line);
-	snprintf(line, sizeof(line), "%s workers, model %s, write cache %s",
-		 get_num(r, "workers", a, sizeof(a)), get_str(r, "model"),
+	/* workers 0: the thread that runs the queue executes the commands itself */
+	workers = get_u64(r, "workers");
+	if (workers == 0)
+		snprintf(a, sizeof(a), "inline (no worker threads)");
+	else
+		snprintf(a, sizeof(a), "%llu worker%s", (unsigned long long)workers,
+			 workers == 1 ? "" : "s");
+	snprintf(line, sizeof(line), "%s, model %s, write cache %s", a, get_str(r, "model"),
 		 get_str(r, "write_cache"));
 	kv_add(t, "drive", line);
 	snprintf(line, sizeof(line), "%.1f (read %.1f, write %.1f, over %.1f s)",

@@ -38,7 +38,7 @@ kv() {
 	[ "${lines[8]}" = "$(kv 'in flight' 0)" ]
 	[ "${lines[9]}" = "$(kv queued 0)" ]
 	[ "${lines[10]}" = "$(kv requests 0/128)" ]
-	[ "${lines[11]}" = "$(kv drive '4 workers, model none, write cache writeback')" ]
+	[ "${lines[11]}" = "$(kv drive 'inline (no worker threads), model none, write cache writeback')" ]
 	[[ "${lines[12]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
 	[ "${lines[13]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
 	[ "${lines[14]}" = "$(kv resets 0)" ]
