@@ -106,9 +106,11 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@$(if $(Q),echo '  CC      $<')
 	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) -Isrc $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(LIBS)
+# tests/unit/unit_util.c: helpers every test binary links (not a test itself).
+.SECONDARY: $(BUILD)/tests/unit_util.o
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BUILD)/tests/unit_util.o $(LIBS)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/tests/unit_util.o $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
 
 # Every public header compiles on its own.
 check-headers:

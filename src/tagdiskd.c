@@ -373,7 +373,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 
-	if (!getenv("TD_NO_MLOCK")) protect_memory();
+	protect_memory();
 	ret = 0;
 	if (build_engine(&d, err, sizeof(err)) ||
 	    (ret = td_admin_create(&d.admin, &(struct td_admin_params){

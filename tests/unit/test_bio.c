@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/bio.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -37,61 +38,6 @@
 #define WATCHDOG_S 900
 
 /* ---- small utilities ------------------------------------------------------------------ */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(uint64_t us)
-{
-	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
-			       .tv_nsec = (long)(us % 1000000) * 1000 };
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
-static uint64_t rnd_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-static uint64_t rnd_range(uint64_t *s, uint64_t lo, uint64_t hi)
-{
-	return lo + rnd_next(s) % (hi - lo + 1);
-}
-
-static void fill_random(uint8_t *p, size_t len, uint64_t seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(rnd_next(&seed) >> 56);
-}
-
-static bool all_value(const uint8_t *p, size_t len, uint8_t v)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != v)
-			return false;
-	return true;
-}
-
-static uint8_t *xmalloc(size_t n)
-{
-	uint8_t *p = malloc(n);
-
-	assert_non_null(p);
-	return p;
-}
 
 /* ---- a memory backend that records writes ---------------------------------------------- */
 

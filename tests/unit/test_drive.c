@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -40,117 +41,7 @@
 
 /* ---- small utilities ------------------------------------------------------------------ */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(uint64_t us)
-{
-	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
-			       .tv_nsec = (long)(us % 1000000) * 1000 };
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
-static uint64_t rnd_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-static void fill_random(uint8_t *p, size_t len, uint64_t seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(rnd_next(&seed) >> 56);
-}
-
-static bool all_value(const uint8_t *p, size_t len, uint8_t v)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != v)
-			return false;
-	return true;
-}
-
-static uint8_t *xmalloc(size_t n)
-{
-	uint8_t *p = malloc(n);
-
-	assert_non_null(p);
-	return p;
-}
-
 /* ---- completions ---------------------------------------------------------------------- */
-
-struct done {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned int n;	     /* lock */
-	unsigned int errors; /* lock */
-};
-
-static void done_init(struct done *d)
-{
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	d->n = 0;
-	d->errors = 0;
-}
-
-static void done_destroy(struct done *d)
-{
-	pthread_cond_destroy(&d->cond);
-	pthread_mutex_destroy(&d->lock);
-}
-
-static void done_add(struct done *d, int err)
-{
-	pthread_mutex_lock(&d->lock);
-	d->n++;
-	if (err)
-		d->errors++;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
-}
-
-static unsigned int done_count(struct done *d)
-{
-	unsigned int n;
-
-	pthread_mutex_lock(&d->lock);
-	n = d->n;
-	pthread_mutex_unlock(&d->lock);
-	return n;
-}
-
-static bool done_wait(struct done *d, unsigned int n, unsigned int ms)
-{
-	uint64_t deadline = mono_ns() + (uint64_t)ms * 1000000ULL;
-	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ULL),
-			       .tv_nsec = (long)(deadline % 1000000000ULL) };
-	bool ok = true;
-
-	pthread_mutex_lock(&d->lock);
-	while (d->n < n && ok)
-		ok = pthread_cond_timedwait(&d->cond, &d->lock, &ts) != ETIMEDOUT || d->n >= n;
-	pthread_mutex_unlock(&d->lock);
-	return ok;
-}
 
 struct tbio {
 	struct td_bio bio;

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -47,40 +48,6 @@
 #define TRACE_EVENTS 65536
 
 /* ---- small utilities ------------------------------------------------------------------ */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(uint64_t us)
-{
-	struct timespec ts = { .tv_sec = (time_t)(us / 1000000),
-			       .tv_nsec = (long)(us % 1000000) * 1000 };
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
-/* xorshift64*: each thread owns a state, so runs are reproducible per seed. */
-static uint64_t rnd_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dULL;
-}
-
-static uint64_t rnd_range(uint64_t *s, uint64_t lo, uint64_t hi)
-{
-	return lo + rnd_next(s) % (hi - lo + 1);
-}
 
 /* Deterministic bytes for sector @sector written with @stamp: every sector differs. */
 static void fill_sector(uint8_t *p, uint64_t sector, uint64_t stamp)
@@ -108,68 +75,6 @@ static bool all_zero(const uint8_t *p, size_t len)
 }
 
 /* ---- completions ---------------------------------------------------------------------- */
-
-/* Counts ended bios; waiters sleep on a CLOCK_MONOTONIC condition variable. */
-struct done {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned int n;	     /* lock */
-	unsigned int errors; /* lock */
-};
-
-static void done_init(struct done *d)
-{
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	d->n = 0;
-	d->errors = 0;
-}
-
-static void done_destroy(struct done *d)
-{
-	pthread_cond_destroy(&d->cond);
-	pthread_mutex_destroy(&d->lock);
-}
-
-static void done_add(struct done *d, int err)
-{
-	pthread_mutex_lock(&d->lock);
-	d->n++;
-	if (err)
-		d->errors++;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
-}
-
-static unsigned int done_count(struct done *d)
-{
-	unsigned int n;
-
-	pthread_mutex_lock(&d->lock);
-	n = d->n;
-	pthread_mutex_unlock(&d->lock);
-	return n;
-}
-
-/* Return: true when @n bios have ended within @ms milliseconds. */
-static bool done_wait(struct done *d, unsigned int n, unsigned int ms)
-{
-	uint64_t deadline = mono_ns() + (uint64_t)ms * 1000000ULL;
-	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ULL),
-			       .tv_nsec = (long)(deadline % 1000000000ULL) };
-	bool ok = true;
-
-	pthread_mutex_lock(&d->lock);
-	while (d->n < n && ok)
-		ok = pthread_cond_timedwait(&d->cond, &d->lock, &ts) != ETIMEDOUT || d->n >= n;
-	pthread_mutex_unlock(&d->lock);
-	return ok;
-}
 
 /* A bio with what the test wants to know about its end. */
 struct tbio {
@@ -488,14 +393,6 @@ static struct td_queue_status env_status(struct env *e)
 static uint8_t *env_disk(struct env *e, uint64_t sector)
 {
 	return e->mem + (sector << TD_SECTOR_SHIFT);
-}
-
-static uint8_t *xmalloc(size_t n)
-{
-	uint8_t *p = malloc(n);
-
-	assert_non_null(p);
-	return p;
 }
 
 /* Submit one bio and, with an inline drive, expect it ended by the time submit returns. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/clock.h"
 #include "tagdisk/rangelock.h"
 
@@ -51,24 +52,6 @@ static void *locker_main(void *arg)
 		lk->rank = atomic_fetch_add(lk->order, 1);
 	atomic_store(&lk->acquired, true);
 	return NULL;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	td_sleep_until(td_now_ns() + ms * TD_NSEC_PER_MSEC);
-}
-
-/* Return: true if @flag rose within @timeout_ms. */
-static bool wait_flag(atomic_bool *flag, unsigned int timeout_ms)
-{
-	uint64_t deadline = td_now_ns() + timeout_ms * TD_NSEC_PER_MSEC;
-
-	while (!atomic_load(flag)) {
-		if (td_now_ns() > deadline)
-			return false;
-		sleep_ms(1);
-	}
-	return true;
 }
 
 /*

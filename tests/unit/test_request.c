@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/clock.h"
 #include "tagdisk/request.h"
 
@@ -567,24 +568,6 @@ static void *getter_main(void *arg)
 	atomic_store(&g->got, true);
 	td_mutex_unlock(g->lock);
 	return NULL;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	td_sleep_until(td_now_ns() + ms * TD_NSEC_PER_MSEC);
-}
-
-/* Return: true if @flag rose within @timeout_ms. */
-static bool wait_flag(atomic_bool *flag, unsigned int timeout_ms)
-{
-	uint64_t deadline = td_now_ns() + timeout_ms * TD_NSEC_PER_MSEC;
-
-	while (!atomic_load(flag)) {
-		if (td_now_ns() > deadline)
-			return false;
-		sleep_ms(1);
-	}
-	return true;
 }
 
 static void test_rq_pool_get_blocks_when_empty_until_put(void **state)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "unit_util.h"
 #include "tagdisk/tag.h"
 
 #define WORD_BITS 64
@@ -48,14 +49,6 @@ static void end_all(struct td_tag_map *map, const int *tags, unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++)
 		assert_false(td_tag_end(map, tags[i]));
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
 }
 
 static void test_tag_map_create_rejects_depth_out_of_range(void **state)

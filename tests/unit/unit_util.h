@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * unit_util.h - helpers shared by the unit tests: time, sleeping, a
+ * reproducible random generator, buffer checks, and a counter of ended bios
+ * that a test can wait on.
+ *
+ * Linked into every test binary (build/tests/unit_util.o). Failures inside
+ * these helpers fail the calling cmocka test.
+ */
+#ifndef TAGDISK_TESTS_UNIT_UTIL_H
+#define TAGDISK_TESTS_UNIT_UTIL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Return: CLOCK_MONOTONIC in nanoseconds. */
+uint64_t mono_ns(void);
+
+/* Sleep @us microseconds / @ms milliseconds, resuming after signals. */
+void sleep_us(uint64_t us);
+void sleep_ms(unsigned int ms);
+
+/* Return: true if @flag rose within @timeout_ms (polled every millisecond). */
+bool wait_flag(atomic_bool *flag, unsigned int timeout_ms);
+
+/* xorshift64*: each caller owns a state (non-zero), so runs repeat per seed. */
+uint64_t rnd_next(uint64_t *s);
+/* Return: a number in [lo, hi]. */
+uint64_t rnd_range(uint64_t *s, uint64_t lo, uint64_t hi);
+/* Fill @p with bytes that depend only on @seed. */
+void fill_random(uint8_t *p, size_t len, uint64_t seed);
+
+/* Return: true when every byte of @p is @v. */
+bool all_value(const uint8_t *p, size_t len, uint8_t v);
+
+/* Return: @n bytes of heap; fails the test when there are none. */
+uint8_t *xmalloc(size_t n);
+
+/* Counts ended bios; waiters sleep on a CLOCK_MONOTONIC condition variable. */
+struct done {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned int n;	     /* lock */
+	unsigned int errors; /* lock */
+};
+
+void done_init(struct done *d);
+void done_destroy(struct done *d);
+/* Count one end, with its error (0 for success), and wake the waiters. */
+void done_add(struct done *d, int err);
+unsigned int done_count(struct done *d);
+/* Return: true when @n bios have ended within @ms milliseconds. */
+bool done_wait(struct done *d, unsigned int n, unsigned int ms);
+
+#endif /* TAGDISK_TESTS_UNIT_UTIL_H */
