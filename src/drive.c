@@ -74,6 +74,12 @@ struct td_drive {
 	unsigned int nr_hung;
 	unsigned int executing;
 	_Atomic unsigned int inline_executing; /* claimed by inline runners (no lock) */
+	/*
+	 * Commands handed to the queue's completion function and still counted
+	 * in executing or inline_executing: the submitter may already have its
+	 * answer, so status does not show them as executing.
+	 */
+	_Atomic unsigned int completing;
 	_Atomic unsigned int quiesce_seq; /* written under lock; read without it by inline runs */
 	_Atomic unsigned int quiescing; /* changed under lock */
 	bool stop;
@@ -291,10 +297,12 @@ static bool run_command_locked(struct td_drive *d, struct td_request *rq, unsign
 	struct td_list done = TD_LIST_INIT(done);
 
 	td_list_add_tail(&rq->drive_list, &done);
+	atomic_fetch_add_explicit(&d->completing, 1, memory_order_relaxed);
 	d->complete(d->complete_ctx, &done);
 
 	td_mutex_lock(&d->lock);
 	put_executing_locked(d);
+	atomic_fetch_sub_explicit(&d->completing, 1, memory_order_relaxed);
 	return true;
 }
 
@@ -483,14 +491,18 @@ unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *batch)
 		ran++;
 	}
 	atomic_fetch_add_explicit(&d->commands, ran, memory_order_relaxed);
-	if (ran)
+	if (ran) {
+		atomic_fetch_add_explicit(&d->completing, ran, memory_order_relaxed);
 		d->complete(d->complete_ctx, &done);
+	}
 	/* Off the books only after the completions returned (see td_drive_quiesce()). */
 	if (atomic_fetch_sub(&d->inline_executing, n) == n && atomic_load(&d->quiescing)) {
 		td_mutex_lock(&d->lock);
 		td_cond_broadcast(&d->idle_cond);
 		td_mutex_unlock(&d->lock);
 	}
+	if (ran)
+		atomic_fetch_sub_explicit(&d->completing, ran, memory_order_relaxed);
 	return ran;
 }
 
@@ -554,7 +566,15 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 	st->write_cache = d->write_cache;
 	st->workers = d->nr_threads;
 	st->queued = d->nr_pending + d->nr_hung;
-	st->executing = d->executing + atomic_load(&d->inline_executing);
+	/*
+	 * Completing first: a command that finished between the two loads is
+	 * then left out (at worst a moment early), never shown as executing
+	 * after its submitter had the answer.
+	 */
+	unsigned int completing = atomic_load(&d->completing);
+	unsigned int executing = d->executing + atomic_load(&d->inline_executing);
+
+	st->executing = executing > completing ? executing - completing : 0;
 	st->hung = d->nr_hung;
 	st->seeks = d->seeks;
 	st->seek_distance = d->seek_distance;

@@ -55,10 +55,7 @@
 #define TD_TIMER_PERIOD_NS (100 * TD_NSEC_PER_MSEC)
 
 struct td_queue {
-	struct td_mutex lock;
-	struct td_mutex reset_lock; /* serialises resets; taken before lock */
-
-	/* Fixed at creation. */
+	/* Fixed at creation; read without the lock, so kept off the lock's cache line. */
 	enum td_queue_mode mode;
 	uint64_t capacity;	 /* sectors, whole disk */
 	uint32_t lbs;		 /* logical block size, bytes */
@@ -75,6 +72,9 @@ struct td_queue {
 	void *make_request_data;
 	uint64_t window_start; /* sectors; window_nr 0: no window */
 	uint64_t window_nr;
+
+	_Alignas(64) struct td_mutex lock;
+	struct td_mutex reset_lock; /* serialises resets; taken before lock */
 
 	/* Guarded by lock. */
 	struct td_elv_tunables tunables;
@@ -102,7 +102,8 @@ struct td_queue {
 	bool timer_stop;
 	struct td_cond timer_cond;
 
-	_Atomic uint64_t outstanding; /* bios submitted and not yet ended */
+	/* Bios submitted and not yet ended: changed by every submission and end. */
+	_Alignas(64) _Atomic uint64_t outstanding;
 };
 
 /* The queue this thread is currently running with an inline drive, to flatten recursion. */
@@ -978,9 +979,11 @@ struct td_queue *td_queue_create(const struct td_queue_params *p, int *err)
 	if (ret)
 		goto out;
 	ret = -ENOMEM;
-	q = calloc(1, sizeof(*q));
+	/* Cache-line aligned: the lock and the outstanding count have lines of their own. */
+	q = aligned_alloc(_Alignof(struct td_queue), sizeof(*q));
 	if (!q)
 		goto out;
+	memset(q, 0, sizeof(*q));
 	td_mutex_init(&q->lock);
 	td_mutex_init(&q->reset_lock);
 	td_cond_init(&q->drain_cond);
