@@ -689,13 +689,18 @@ struct hand_drive {
 	uint8_t *disk;
 	struct done done;
 	struct td_list claimed; /* inline: submitted, for hand_run() */
+	int executing_seen;	/* status.executing inside the last completion call */
 };
 
 static void hand_complete(void *ctx, struct td_list *list)
 {
 	struct hand_drive *h = ctx;
 	struct td_list *pos, *n;
+	struct td_drive_status st;
 
+	/* What a status request sees the moment the submitter can have its answer. */
+	td_drive_get_status(h->d, &st);
+	h->executing_seen = (int)st.executing;
 	td_list_for_each_safe(pos, n, list) {
 		struct td_request *rq = td_list_entry(pos, struct td_request, drive_list);
 
@@ -852,6 +857,39 @@ static void test_quiesce_drops_pending_and_held_commands_and_counts_them(void **
 	assert_int_equal(h.done.errors, 0);
 	assert_memory_equal(h.disk + 24 * 512, r[3].data, 4096);
 	assert_int_equal(td_drive_quiesce(h.d), 0);
+	hand_drive_destroy(&h);
+	free(r);
+}
+
+/*
+ * A command handed to the completion is no longer executing: a client that got
+ * its answer and asks for the status must not see it (inline and on workers).
+ */
+static void test_status_does_not_count_commands_being_completed(void **state)
+{
+	struct hand_rq *r = calloc(4, sizeof(*r));
+	struct hand_drive h;
+
+	(void)state;
+	assert_non_null(r);
+	hand_drive_create(&h, 0);
+	for (int i = 0; i < 4; i++)
+		hand_rq_init(&r[i], (uint64_t)i * 8);
+	h.executing_seen = -1;
+	hand_submit(&h, r, 4);
+	assert_int_equal(hand_run(&h), 4);
+	assert_int_equal(h.executing_seen, 0);
+	hand_drive_destroy(&h);
+
+	hand_drive_create(&h, 1);
+	for (int i = 0; i < 4; i++) {
+		hand_rq_init(&r[i], (uint64_t)i * 8);
+		h.executing_seen = -1;
+		hand_submit(&h, &r[i], 1);
+		assert_true(done_wait(&h.done, (unsigned int)i + 1, WAIT_MS));
+		assert_int_equal(h.executing_seen, 0);
+	}
+	assert_int_equal(h.done.errors, 0);
 	hand_drive_destroy(&h);
 	free(r);
 }
@@ -1104,6 +1142,7 @@ int main(void)
 		cmocka_unit_test(test_write_cache_modes_decide_fua_at_the_backend),
 		cmocka_unit_test(test_quiesce_drops_pending_and_held_commands_and_counts_them),
 		cmocka_unit_test(test_quiesce_on_workers_drops_hung_and_delayed_commands),
+		cmocka_unit_test(test_status_does_not_count_commands_being_completed),
 		cmocka_unit_test(test_execute_sync_decodes_and_applies_errors_but_not_hangs),
 		cmocka_unit_test(test_drive_create_rejects_bad_parameters),
 		cmocka_unit_test(test_null_backend_completes_everything_and_stores_nothing),
