@@ -13,13 +13,17 @@ setup_file() {
 setup() { td_setup_dir; }
 teardown() {
 	[ -n "${TRACER:-}" ] && kill -KILL "$TRACER" 2>/dev/null
+	[ -n "${WL_BG:-}" ] && kill -KILL "$WL_BG" 2>/dev/null
 	td_teardown
 }
 
 # Write i (0..15) goes to sector 2048 + 128 i; read i (0..7) comes back from
-# the same sector as write i. Prints "PID COMM" first.
+# the same sector as write i. Prints "PID COMM" first and "done" after the I/O,
+# then stays alive until the file $2 exists (at most 60 s): the trace names the
+# process from /proc/PID/comm when it first sees the pid, however busy the
+# machine is.
 WORKLOAD_PY='
-import mmap, os, sys
+import mmap, os, sys, time
 with open("/proc/self/comm") as f:
     print(os.getpid(), f.read().strip(), flush=True)
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_DIRECT)
@@ -31,6 +35,10 @@ os.fsync(fd)
 for i in range(8):
     assert os.preadv(fd, [buf], (2048 + 128 * i) * 512) == 4096
 os.close(fd)
+print("done", flush=True)
+end = time.monotonic() + 60
+while not os.path.exists(sys.argv[2]) and time.monotonic() < end:
+    time.sleep(0.01)
 '
 
 # start_tracer FILE [OPTIONS...]: trace into FILE in the background (TRACER is
@@ -44,10 +52,19 @@ start_tracer() {
 	td_wait_until 10 grep -q "^tagdiskctl: trace: writing $file" "$TD_DIR/tracer.err"
 }
 
+# run_workload: run the workload; return once its I/O is done (the process lingers
+# until release_workload).
 run_workload() {
-	python3 -c "$WORKLOAD_PY" "$TD_DISK" >"$TD_DIR/workload.out"
+	python3 -c "$WORKLOAD_PY" "$TD_DISK" "$TD_DIR/release" >"$TD_DIR/workload.out" &
+	WL_BG=$!
+	td_wait_until 60 grep -qx done "$TD_DIR/workload.out"
 	read -r WL_PID WL_COMM <"$TD_DIR/workload.out"
 	[ -n "$WL_PID" ]
+}
+
+release_workload() {
+	touch "$TD_DIR/release"
+	wait "$WL_BG"
 }
 
 # count_events FILE ACTION RWBS [SECTOR]: blkparse lines of that action and RWBS (and sector).
@@ -89,11 +106,12 @@ check_blkparse() {
 
 @test "blkparse -i NAME reads NAME.blktrace.0 written by trace --blktrace -w: Q G I D C per I/O, right sectors, sizes, pid" {
 	start_tagdiskd --size 64M
-	start_tracer "$TD_DIR/run.blktrace.0" -w 3
+	start_tracer "$TD_DIR/run.blktrace.0" -w 5
 	run_workload
 	# -w ends it by itself, with status 0 and a summary.
 	wait "$TRACER"
 	TRACER=
+	release_workload
 	grep -Eq "^tagdiskctl: trace: [0-9]+ events \([0-9]+ bytes\) written to $TD_DIR/run.blktrace.0$" \
 		"$TD_DIR/tracer.err"
 
@@ -115,6 +133,7 @@ check_blkparse() {
 	# The file is pushed out whenever the stream goes idle: wait for the last read's C.
 	td_wait_until 10 bash -c "cd '$TD_DIR' && blkparse -i run 2>/dev/null |
 		awk '\$6 == \"C\" && \$7 == \"R\" && \$8 == $((2048 + 128 * 7))' | grep -q ."
+	release_workload
 	kill -INT "$TRACER"
 	# Not `run wait`: run's subshell cannot wait for this shell's child.
 	rc=0
@@ -139,12 +158,13 @@ check_blkparse() {
 
 @test "trace -o - streams into blkparse -i - as it happens" {
 	start_tagdiskd --size 64M
-	td_ctl trace -w 3 -o - 2>"$TD_DIR/tracer.err" | blkparse -i - >"$TD_DIR/blkparse.out" &
+	td_ctl trace -w 5 -o - 2>"$TD_DIR/tracer.err" | blkparse -i - >"$TD_DIR/blkparse.out" &
 	TRACER=$!
 	td_wait_until 10 grep -q '^tagdiskctl: trace: writing -' "$TD_DIR/tracer.err"
 	run_workload
 	wait "$TRACER"
 	TRACER=
+	release_workload
 	check_blkparse "$TD_DIR/blkparse.out"
 	stop_tagdiskd
 }
