@@ -12,7 +12,9 @@ Targets, all on images of the same size, prefilled with data (holes read too fas
   loop         losetup --direct-io=on on rq-deadline's disk file
 
 Rounds are interleaved (every job on every target, then again), so drift on a noisy
-machine spreads over all targets; each figure is the median of the rounds. Ratios are
+machine spreads over all targets, and each round starts the targets at a different place
+in their order, so no target always runs right after the same one; each figure is the
+median of the rounds. Ratios are
 to the raw file and to the pass-through. The daemon's CPU seconds per GB come from
 /proc/<pid>/stat around each job; its peak RSS from VmHWM.
 
@@ -130,8 +132,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--on-disk", action="store_true", help="images on disk, not tmpfs")
-    ap.add_argument("--runtime", type=int, default=4, help="seconds per fio job")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--runtime", type=int, default=3, help="seconds per fio job")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="1G")
     ap.add_argument("--skip-hdd", action="store_true")
     ap.add_argument("--only-hdd", action="store_true", help="run only the HDD model experiment")
@@ -194,7 +196,8 @@ def main():
               flush=True)
         for rnd in range(a.rounds):
             for job in JOBS:
-                for t in TARGETS:
+                order = TARGETS[rnd % len(TARGETS):] + TARGETS[:rnd % len(TARGETS)]
+                for t in order:
                     d = owner.get(t)
                     c0 = cpu_seconds(d.proc.pid) if d else 0
                     r = fio(files[t], job[1], job[2], job[3], a.runtime, a.size, job[4])

@@ -74,11 +74,16 @@
 #define LIBFUSE_MAX_PAGES   256
 #define LIBFUSE_HEADER_SIZE 4096
 
+/*
+ * A pooled buffer. The data starts on a page boundary, so a 4 KiB read is one
+ * page for the kernel to pin and copy, not two; this header sits right after
+ * the data, in the same allocation.
+ */
 struct fe_buf {
 	struct fe_buf *next_free;
 	unsigned int cls;
 	size_t cap;
-	char mem[] __attribute__((aligned(64)));
+	char *mem; /* cap bytes, page-aligned; free(mem) frees the buffer */
 };
 
 struct fe_pool {
@@ -174,11 +179,15 @@ static struct fe_buf *pool_get(struct fe_pool *pool, unsigned int cls)
 		return b;
 
 	size_t cap = cls == RECV_CLASS ? pool->recv_size : (size_t)1 << (cls + MIN_CLASS_SHIFT);
+	char *mem;
 
-	if (posix_memalign((void **)&b, 4096, sizeof(*b) + cap))
+	cap = TD_DIV_ROUND_UP(cap, _Alignof(struct fe_buf)) * _Alignof(struct fe_buf);
+	if (posix_memalign((void **)&mem, 4096, cap + sizeof(*b)))
 		return NULL;
+	b = (struct fe_buf *)(mem + cap);
 	b->cls = cls;
 	b->cap = cap;
+	b->mem = mem;
 	return b;
 }
 
@@ -194,7 +203,8 @@ static void pool_put(struct fe_pool *pool, struct fe_buf *b)
 		b = NULL;
 	}
 	td_mutex_unlock(&pool->lock);
-	free(b);
+	if (b)
+		free(b->mem);
 }
 
 static void pool_destroy(struct fe_pool *pool)
@@ -204,7 +214,7 @@ static void pool_destroy(struct fe_pool *pool)
 			struct fe_buf *b = pool->free[c];
 
 			pool->free[c] = b->next_free;
-			free(b);
+			free(b->mem);
 		}
 	}
 	td_mutex_destroy(&pool->lock);
