@@ -184,6 +184,17 @@ static bool rq_mode(struct td_admin *a)
 	return td_queue_mode(a->p.q) == TD_MODE_RQ;
 }
 
+/* The rate figures of snapshot @s, taken at @now. */
+static void sample_from(struct td_admin_sample *smp, const struct td_stats_snapshot *s,
+			uint64_t now)
+{
+	smp->t_ns = now;
+	smp->ios[0] = s->ios[TD_OP_READ];
+	smp->ios[1] = s->ios[TD_OP_WRITE] + s->ios[TD_OP_WRITE_ZEROES];
+	smp->bytes[0] = s->sectors[TD_OP_READ] << TD_SECTOR_SHIFT;
+	smp->bytes[1] = s->sectors[TD_OP_WRITE] << TD_SECTOR_SHIFT;
+}
+
 void td_admin_sample(struct td_admin *a)
 {
 	struct td_stats_snapshot *s = malloc(sizeof(*s));
@@ -192,13 +203,7 @@ void td_admin_sample(struct td_admin *a)
 	if (!s)
 		return;
 	td_stats_snapshot(td_queue_stats(a->p.q), s, now);
-	struct td_admin_sample *smp = &a->samples[a->next_sample];
-
-	smp->t_ns = now;
-	smp->ios[0] = s->ios[TD_OP_READ];
-	smp->ios[1] = s->ios[TD_OP_WRITE] + s->ios[TD_OP_WRITE_ZEROES];
-	smp->bytes[0] = s->sectors[TD_OP_READ] << TD_SECTOR_SHIFT;
-	smp->bytes[1] = s->sectors[TD_OP_WRITE] << TD_SECTOR_SHIFT;
+	sample_from(&a->samples[a->next_sample], s, now);
 	a->next_sample = (a->next_sample + 1) % TD_ADMIN_RATE_SAMPLES;
 	if (a->nr_samples < TD_ADMIN_RATE_SAMPLES)
 		a->nr_samples++;
@@ -224,11 +229,16 @@ static void cmd_help(struct td_admin *a, const struct td_admin_request *req, str
 	td_json_obj_end(out);
 }
 
-static void rate_object(struct td_admin *a, struct td_json *out)
+/*
+ * The "rate" object: from the oldest sample of the last seconds to now, "now"
+ * being snapshot @cur taken at @now (the caller's, so that a status request
+ * reads the sharded counters once).
+ */
+static void rate_object(struct td_admin *a, struct td_json *out,
+			const struct td_stats_snapshot *cur, uint64_t now)
 {
 	struct td_admin_sample now_s;
 	const struct td_admin_sample *old = NULL;
-	uint64_t now = td_now_ns();
 
 	/* The oldest sample within the last 5 seconds (or the oldest there is). */
 	for (unsigned int i = 0; i < a->nr_samples; i++) {
@@ -252,15 +262,7 @@ static void rate_object(struct td_admin *a, struct td_json *out)
 		td_json_obj_end(out);
 		return;
 	}
-	/* Take a fresh sample without disturbing the ring. */
-	unsigned int saved_next = a->next_sample, saved_nr = a->nr_samples;
-	struct td_admin_sample saved = a->samples[a->next_sample];
-
-	td_admin_sample(a);
-	now_s = a->samples[saved_next];
-	a->samples[saved_next] = saved;
-	a->next_sample = saved_next;
-	a->nr_samples = saved_nr;
+	sample_from(&now_s, cur, now);
 
 	double dt = (double)(now_s.t_ns - old->t_ns) / 1e9;
 
@@ -293,9 +295,11 @@ static void cmd_status(struct td_admin *a, const struct td_admin_request *req, s
 		td_admin_error(out, "out of memory");
 		return;
 	}
+	uint64_t now = td_now_ns();
+
 	td_queue_get_status(a->p.q, &qs);
 	td_drive_get_status(a->p.drive, &ds);
-	td_stats_snapshot(td_queue_stats(a->p.q), s, td_now_ns());
+	td_stats_snapshot(td_queue_stats(a->p.q), s, now);
 
 	begin_ok(out);
 	td_json_kv_str(out, "state", "running");
@@ -337,7 +341,7 @@ static void cmd_status(struct td_admin *a, const struct td_admin_request *req, s
 	for (int op = 0; op < TD_OP_COUNT; op++)
 		errors += s->errors[op];
 	td_json_kv_u64(out, "errors", errors);
-	rate_object(a, out);
+	rate_object(a, out, s, now);
 	td_json_obj_end(out);
 	free(s);
 }
