@@ -29,9 +29,10 @@ fio_verify() {
 }
 
 # fio_check NAME: fio found no error, and it did verify what it wrote: its reads (the
-# verification) cover every write but the last backlog and the I/Os in flight when the time
-# ran out, and the few whose check fio dropped because it wrote the same block again before
-# checking it (it keeps one pending check per block; the run overwrites the disk ~20 times).
+# verification) cover at least 95 % of the writes. Not all of them: fio does not check the
+# last backlog and the I/Os in flight when the time runs out, and it drops the pending check
+# of a block it writes again before checking it (one pending check per block; the run
+# overwrites the disk many times). Gaps seen: 1,100 to 5,400 writes, at most 1.4 %.
 # Prints the counts.
 fio_check() {
 	python3 - "$TD_DIR/$1.json" <<'PY'
@@ -41,7 +42,7 @@ w, r = j["write"]["total_ios"], j["read"]["total_ios"]
 print("# fio: %d writes, %d verified, error %d" % (w, r, j["error"]))
 assert j["error"] == 0, j["error"]
 assert w > 5000, w
-assert w - 1024 - 32 - w // 200 <= r <= w, (w, r)
+assert w * 95 // 100 <= r <= w, (w, r)
 PY
 }
 
