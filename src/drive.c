@@ -73,12 +73,16 @@ struct td_drive {
 	unsigned int nr_pending;
 	unsigned int nr_hung;
 	unsigned int executing;
-	_Atomic unsigned int inline_executing; /* claimed by inline runners (no lock) */
 	/*
-	 * Commands handed to the queue's completion function and still counted
-	 * in executing or inline_executing: the submitter may already have its
-	 * answer, so status does not show them as executing.
+	 * Inline commands (no lock): the low 32 bits count those claimed by
+	 * inline runners and not yet off the books; the high 32 bits those of
+	 * them handed to the queue's completion function, whose submitter may
+	 * already have its answer (status does not show them as executing).
+	 * One word, so a runner leaves with one atomic operation and status
+	 * reads both at once.
 	 */
+	_Atomic uint64_t inline_cmds;
+	/* Worker commands handed to the completion function, still in executing. */
 	_Atomic unsigned int completing;
 	_Atomic unsigned int quiesce_seq; /* written under lock; read without it by inline runs */
 	_Atomic unsigned int quiescing; /* changed under lock */
@@ -89,6 +93,14 @@ struct td_drive {
 
 	_Atomic uint64_t commands;
 };
+
+#define INLINE_COMPLETING_SHIFT 32
+
+/* Return: the inline commands counted in @inline_cmds (claimed, not yet off the books). */
+static inline unsigned int inline_claimed(uint64_t inline_cmds)
+{
+	return (unsigned int)(inline_cmds & 0xffffffffU);
+}
 
 void td_drive_params_default(struct td_drive_params *p)
 {
@@ -428,7 +440,7 @@ bool td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
 		 * queue's generation under that lock before quiescing us) waits for
 		 * them; seq_cst pairs with the load in td_drive_quiesce().
 		 */
-		atomic_fetch_add(&d->inline_executing, n);
+		atomic_fetch_add(&d->inline_cmds, n);
 		return true;
 	}
 	td_mutex_lock(&d->lock);
@@ -491,18 +503,19 @@ unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *batch)
 		ran++;
 	}
 	atomic_fetch_add_explicit(&d->commands, ran, memory_order_relaxed);
+	uint64_t handed = (uint64_t)ran << INLINE_COMPLETING_SHIFT;
+
 	if (ran) {
-		atomic_fetch_add_explicit(&d->completing, ran, memory_order_relaxed);
+		atomic_fetch_add_explicit(&d->inline_cmds, handed, memory_order_relaxed);
 		d->complete(d->complete_ctx, &done);
 	}
 	/* Off the books only after the completions returned (see td_drive_quiesce()). */
-	if (atomic_fetch_sub(&d->inline_executing, n) == n && atomic_load(&d->quiescing)) {
+	if (inline_claimed(atomic_fetch_sub(&d->inline_cmds, n + handed)) == n &&
+	    atomic_load(&d->quiescing)) {
 		td_mutex_lock(&d->lock);
 		td_cond_broadcast(&d->idle_cond);
 		td_mutex_unlock(&d->lock);
 	}
-	if (ran)
-		atomic_fetch_sub_explicit(&d->completing, ran, memory_order_relaxed);
 	return ran;
 }
 
@@ -523,7 +536,7 @@ unsigned int td_drive_quiesce(struct td_drive *d)
 	d->nr_hung = 0;
 	td_cond_broadcast(&d->work_cond); /* wake commands waiting out a delay */
 	/* Inline runners signal without our lock: look again every millisecond too. */
-	while (d->executing || atomic_load(&d->inline_executing))
+	while (d->executing || inline_claimed(atomic_load(&d->inline_cmds)))
 		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
 	d->quiescing--;
 	td_mutex_unlock(&d->lock);
@@ -572,7 +585,9 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 	 * after its submitter had the answer.
 	 */
 	unsigned int completing = atomic_load(&d->completing);
-	unsigned int executing = d->executing + atomic_load(&d->inline_executing);
+	uint64_t inl = atomic_load(&d->inline_cmds);
+	unsigned int executing = d->executing + inline_claimed(inl) -
+				 (unsigned int)(inl >> INLINE_COMPLETING_SHIFT);
 
 	st->executing = executing > completing ? executing - completing : 0;
 	st->hung = d->nr_hung;
@@ -692,7 +707,7 @@ void td_drive_destroy(struct td_drive *d)
 	 * way out of the completion function: let it get off the books first.
 	 */
 	d->quiescing++;
-	while (d->executing || atomic_load(&d->inline_executing))
+	while (d->executing || inline_claimed(atomic_load(&d->inline_cmds)))
 		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
 	d->quiescing--;
 	d->stop = true;
