@@ -37,75 +37,6 @@
 #define WAIT_MS 10000
 #define WATCHDOG_S 900
 
-/* ---- small utilities ------------------------------------------------------------------ */
-
-/* ---- a memory backend that records writes ---------------------------------------------- */
-
-struct rec {
-	struct td_backend inner;
-	_Atomic unsigned int writes;
-	_Atomic unsigned int fua_writes;
-	_Atomic unsigned int write_hold_us; /* sleep before each write: widens races */
-};
-
-static int rec_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->read(r->inner.priv, iov, iovcnt, off);
-}
-
-static int rec_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
-{
-	struct rec *r = priv;
-	unsigned int hold = atomic_load(&r->write_hold_us);
-
-	atomic_fetch_add(&r->writes, 1);
-	if (fua)
-		atomic_fetch_add(&r->fua_writes, 1);
-	if (hold)
-		sleep_us(hold);
-	return r->inner.ops->write(r->inner.priv, iov, iovcnt, off, fua);
-}
-
-static int rec_flush(void *priv)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->flush(r->inner.priv);
-}
-
-static int rec_discard(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->discard(r->inner.priv, off, len);
-}
-
-static int rec_write_zeroes(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->write_zeroes(r->inner.priv, off, len);
-}
-
-static void rec_destroy(void *priv)
-{
-	struct rec *r = priv;
-
-	r->inner.ops->destroy(r->inner.priv);
-}
-
-static const struct td_backend_ops rec_ops = {
-	.name = "rec",
-	.read = rec_read,
-	.write = rec_write,
-	.flush = rec_flush,
-	.discard = rec_discard,
-	.write_zeroes = rec_write_zeroes,
-	.destroy = rec_destroy,
-};
-
 /* ---- the environment ------------------------------------------------------------------ */
 
 struct env {
@@ -127,12 +58,10 @@ static void env_create(struct env *e, uint64_t size, uint32_t lbs, unsigned int 
 
 	memset(e, 0, sizeof(*e));
 	e->size = size;
-	e->rec = calloc(1, sizeof(*e->rec));
-	assert_non_null(e->rec);
-	assert_int_equal(td_backend_mem_init(&e->rec->inner, size), 0);
+	e->rec = rec_create(size);
 	e->mem = td_backend_mem_data(&e->rec->inner);
 	td_drive_params_default(&dp);
-	dp.backend = (struct td_backend){ .ops = &rec_ops, .priv = e->rec };
+	dp.backend = rec_backend(e->rec);
 	dp.logical_block_size = lbs;
 	dp.capacity_bytes = size;
 	dp.workers = workers;

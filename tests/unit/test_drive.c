@@ -39,8 +39,6 @@
 #define WAIT_MS 10000
 #define WATCHDOG_S 900
 
-/* ---- small utilities ------------------------------------------------------------------ */
-
 /* ---- completions ---------------------------------------------------------------------- */
 
 struct tbio {
@@ -70,69 +68,6 @@ static void tbio_init(struct tbio *t, struct done *d, enum td_op op, uint64_t se
 	t->done = d;
 }
 
-/* ---- a memory backend that records FUA ----------------------------------------------- */
-
-struct rec {
-	struct td_backend inner;
-	_Atomic unsigned int writes;
-	_Atomic unsigned int fua_writes;
-};
-
-static int rec_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->read(r->inner.priv, iov, iovcnt, off);
-}
-
-static int rec_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
-{
-	struct rec *r = priv;
-
-	atomic_fetch_add(&r->writes, 1);
-	if (fua)
-		atomic_fetch_add(&r->fua_writes, 1);
-	return r->inner.ops->write(r->inner.priv, iov, iovcnt, off, fua);
-}
-
-static int rec_flush(void *priv)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->flush(r->inner.priv);
-}
-
-static int rec_discard(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->discard(r->inner.priv, off, len);
-}
-
-static int rec_write_zeroes(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->write_zeroes(r->inner.priv, off, len);
-}
-
-static void rec_destroy(void *priv)
-{
-	struct rec *r = priv;
-
-	r->inner.ops->destroy(r->inner.priv);
-}
-
-static const struct td_backend_ops rec_ops = {
-	.name = "rec",
-	.read = rec_read,
-	.write = rec_write,
-	.flush = rec_flush,
-	.discard = rec_discard,
-	.write_zeroes = rec_write_zeroes,
-	.destroy = rec_destroy,
-};
-
 /* ---- the environment: drive + queue --------------------------------------------------- */
 
 struct env {
@@ -152,11 +87,9 @@ static void env_create_with(struct env *e, struct td_drive_params *dp, enum td_q
 
 	memset(e, 0, sizeof(*e));
 	e->size = dp->capacity_bytes;
-	e->rec = calloc(1, sizeof(*e->rec));
-	assert_non_null(e->rec);
-	assert_int_equal(td_backend_mem_init(&e->rec->inner, e->size), 0);
+	e->rec = rec_create(e->size);
 	e->mem = td_backend_mem_data(&e->rec->inner);
-	dp->backend = (struct td_backend){ .ops = &rec_ops, .priv = e->rec };
+	dp->backend = rec_backend(e->rec);
 	e->drive = td_drive_create(dp, &err);
 	assert_non_null(e->drive);
 	assert_int_equal(err, 0);

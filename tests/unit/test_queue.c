@@ -66,14 +66,6 @@ static void fill_range(uint8_t *p, uint64_t sector, uint32_t nr, uint64_t stamp)
 		fill_sector(p + (size_t)i * TD_SECTOR_SIZE, sector + i, stamp);
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
 /* ---- completions ---------------------------------------------------------------------- */
 
 /* A bio with what the test wants to know about its end. */
@@ -586,8 +578,8 @@ static void test_prep_default_encodes_write_same_for_discard_and_write_zeroes(vo
 	assert_int_equal(atomic_load(&t.err), 0);
 	assert_cmd(TD_OP_WRITE_ZEROES, zero16, sizeof(zero16));
 
-	assert_true(all_zero(env_disk(&e, 32), 16 * TD_SECTOR_SIZE));
-	assert_true(all_zero(env_disk(&e, 64), 8 * TD_SECTOR_SIZE));
+	assert_true(all_value(env_disk(&e, 32), 16 * TD_SECTOR_SIZE, 0));
+	assert_true(all_value(env_disk(&e, 64), 8 * TD_SECTOR_SIZE, 0));
 	assert_int_equal(env_disk(&e, 31)[TD_SECTOR_SIZE - 1], 0xab);
 	assert_int_equal(env_disk(&e, 48)[0], 0xab);
 	assert_int_equal(env_disk(&e, 72)[0], 0xab);
@@ -774,7 +766,7 @@ static void test_bio_past_end_of_disk_is_killed_with_eio(void **state)
 	assert_int_equal(s->counters[TD_STAT_KILLED], 1);
 	assert_int_equal(s->errors[TD_OP_WRITE], 1);
 	/* Killed before the drive: nothing written, no tag taken. */
-	assert_true(all_zero(env_disk(&e, 2040), 8 * TD_SECTOR_SIZE));
+	assert_true(all_value(env_disk(&e, 2040), 8 * TD_SECTOR_SIZE, 0));
 	td_drive_get_status(e.drive, &ds);
 	assert_int_equal(ds.commands, 0);
 	assert_int_equal(td_tag_busy(td_queue_tag_map(e.q)), 0);
@@ -815,7 +807,7 @@ static void test_misaligned_bio_on_4k_disk_is_killed(void **state)
 	assert_int_equal(atomic_load(&t.err), -EIO);
 	env_stats(&e, s);
 	assert_int_equal(s->counters[TD_STAT_KILLED], 2);
-	assert_true(all_zero(e.mem, 16 * TD_SECTOR_SIZE));
+	assert_true(all_value(e.mem, 16 * TD_SECTOR_SIZE, 0));
 	td_drive_get_status(e.drive, &ds);
 	assert_int_equal(ds.commands, 0);
 
@@ -1094,7 +1086,7 @@ static void test_reset_fails_requests_with_eio_after_max_retries(void **state)
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(atomic_load(&t[i].ended), 1);
 		assert_int_equal(atomic_load(&t[i].err), -EIO);
-		assert_true(all_zero(env_disk(&e, sectors[i]), 8 * TD_SECTOR_SIZE));
+		assert_true(all_value(env_disk(&e, sectors[i]), 8 * TD_SECTOR_SIZE, 0));
 	}
 	env_stats(&e, s);
 	assert_int_equal(s->counters[TD_STAT_REQUEUED], 6);
@@ -1683,7 +1675,7 @@ static void test_bio_mode_goes_straight_to_the_drive_without_requests(void **sta
 	assert_int_equal(s->ios[TD_OP_READ], 1);
 	assert_int_equal(s->ios[TD_OP_WRITE], 2);
 	assert_int_equal(s->errors[TD_OP_WRITE], 1);
-	assert_true(all_zero(env_disk(&e, 2044), 4 * TD_SECTOR_SIZE));
+	assert_true(all_value(env_disk(&e, 2044), 4 * TD_SECTOR_SIZE, 0));
 	/* Reset has nothing to do in bio mode. */
 	assert_int_equal(td_queue_reset(e.q, false), 0);
 	env_destroy(&e);
@@ -1720,7 +1712,7 @@ static void run_window(enum td_queue_mode mode)
 	submit_sync(&e, &t, TD_OP_WRITE, 0, 8, buf);
 	assert_int_equal(atomic_load(&t.err), 0);
 	assert_memory_equal(env_disk(&e, 2048), buf, 8 * TD_SECTOR_SIZE);
-	assert_true(all_zero(e.mem, 2048 * TD_SECTOR_SIZE));
+	assert_true(all_value(e.mem, 2048 * TD_SECTOR_SIZE, 0));
 	fill_range(buf, 4088, 8, 51);
 	submit_sync(&e, &t, TD_OP_WRITE, 4088, 8, buf); /* the window's last 8 sectors */
 	assert_int_equal(atomic_load(&t.err), 0);
@@ -1742,7 +1734,7 @@ static void run_window(enum td_queue_mode mode)
 	assert_memory_equal(s2->ios, s->ios, sizeof(s->ios));
 	assert_memory_equal(s2->errors, s->errors, sizeof(s->errors));
 	assert_int_equal(s2->counters[TD_STAT_KILLED], 0);
-	assert_true(all_zero(env_disk(&e, 2048 + 4096), 8 * TD_SECTOR_SIZE));
+	assert_true(all_value(env_disk(&e, 2048 + 4096), 8 * TD_SECTOR_SIZE, 0));
 	td_queue_drain(e.q);
 	env_destroy(&e);
 	free(s2);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* unit_util.c - helpers shared by the unit tests (see unit_util.h). */
 #include <errno.h>
+#include <sys/uio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -131,4 +132,73 @@ bool done_wait(struct done *d, unsigned int n, unsigned int ms)
 		ok = pthread_cond_timedwait(&d->cond, &d->lock, &ts) != ETIMEDOUT || d->n >= n;
 	pthread_mutex_unlock(&d->lock);
 	return ok;
+}
+
+/* ---- the recording backend -------------------------------------------------------------- */
+
+static int rec_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	struct rec *r = priv;
+
+	return r->inner.ops->read(r->inner.priv, iov, iovcnt, off);
+}
+
+static int rec_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
+{
+	struct rec *r = priv;
+	unsigned int hold = atomic_load(&r->write_hold_us);
+
+	atomic_fetch_add(&r->writes, 1);
+	if (fua)
+		atomic_fetch_add(&r->fua_writes, 1);
+	if (hold)
+		sleep_us(hold);
+	return r->inner.ops->write(r->inner.priv, iov, iovcnt, off, fua);
+}
+
+static int rec_flush(void *priv)
+{
+	struct rec *r = priv;
+
+	return r->inner.ops->flush(r->inner.priv);
+}
+
+static int rec_discard(void *priv, uint64_t off, uint64_t len)
+{
+	struct rec *r = priv;
+
+	return r->inner.ops->discard(r->inner.priv, off, len);
+}
+
+static int rec_write_zeroes(void *priv, uint64_t off, uint64_t len)
+{
+	struct rec *r = priv;
+
+	return r->inner.ops->write_zeroes(r->inner.priv, off, len);
+}
+
+static void rec_destroy(void *priv)
+{
+	struct rec *r = priv;
+
+	r->inner.ops->destroy(r->inner.priv);
+}
+
+const struct td_backend_ops rec_ops = {
+	.name = "rec",
+	.read = rec_read,
+	.write = rec_write,
+	.flush = rec_flush,
+	.discard = rec_discard,
+	.write_zeroes = rec_write_zeroes,
+	.destroy = rec_destroy,
+};
+
+struct rec *rec_create(uint64_t size)
+{
+	struct rec *r = calloc(1, sizeof(*r));
+
+	assert_non_null(r);
+	assert_int_equal(td_backend_mem_init(&r->inner, size), 0);
+	return r;
 }

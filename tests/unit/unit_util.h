@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * unit_util.h - helpers shared by the unit tests: time, sleeping, a
- * reproducible random generator, buffer checks, and a counter of ended bios
- * that a test can wait on.
+ * reproducible random generator, buffer checks, a counter of ended bios
+ * that a test can wait on, and a memory backend that records its writes.
  *
  * Linked into every test binary (build/tests/unit_util.o). Failures inside
  * these helpers fail the calling cmocka test.
@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "tagdisk/drive.h"
 
 /* Return: CLOCK_MONOTONIC in nanoseconds. */
 uint64_t mono_ns(void);
@@ -54,5 +55,28 @@ void done_add(struct done *d, int err);
 unsigned int done_count(struct done *d);
 /* Return: true when @n bios have ended within @ms milliseconds. */
 bool done_wait(struct done *d, unsigned int n, unsigned int ms);
+
+/*
+ * A memory backend that counts writes (and FUA writes) and can sleep before
+ * each write, to widen races. Made by rec_create(); the drive destroys the
+ * memory with the backend, the test frees the struct.
+ */
+struct rec {
+	struct td_backend inner; /* the memory backend */
+	_Atomic unsigned int writes;
+	_Atomic unsigned int fua_writes;
+	_Atomic unsigned int write_hold_us; /* sleep before each write; 0: none */
+};
+
+extern const struct td_backend_ops rec_ops;
+
+/* Return: a recording backend over @size bytes of zeroed memory; fails the test on error. */
+struct rec *rec_create(uint64_t size);
+
+/* Return: the backend to put in td_drive_params for @r. */
+static inline struct td_backend rec_backend(struct rec *r)
+{
+	return (struct td_backend){ .ops = &rec_ops, .priv = r };
+}
 
 #endif /* TAGDISK_TESTS_UNIT_UTIL_H */
