@@ -33,7 +33,7 @@ Q := $(if $(filter 1,$(V)),,@)
 # Ours, kept apart from CFLAGS so `make CFLAGS=-O0` keeps the warnings.
 TD_WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wundef -Wvla -Wno-missing-field-initializers
-TD_CPPFLAGS := -Iinclude -D_GNU_SOURCE -DTD_VERSION='"$(VERSION)"'
+TD_CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -DTD_VERSION='"$(VERSION)"'
 DEPFLAGS := -MMD -MP
 TD_CFLAGS := -std=gnu11 -pthread $(TD_WARN) $(SAN_FLAGS)
 TD_LDFLAGS := -pthread $(SAN_FLAGS)
@@ -47,31 +47,31 @@ CMOCKA_LIBS   ?= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 INIPARSER_CFLAGS ?= -I/usr/include/iniparser
 INIPARSER_LIBS   ?= -liniparser
 
-# The engine: queue to drive. Linked by the daemon, the unit tests and the benchmarks.
-ENGINE := rbtree lock log bio rangelock request queue elevator elv_noop elv_deadline \
-	cdb prep tag drive drive_file drive_null drive_mem inject stats trace wcache
-# Parsers and formatting shared by the daemon and the CLI (no FUSE).
-COMMON := config json ctl_format blktrace
-# The daemon's modules besides main(): front end, admin socket, image, notification.
-DAEMON := frontend admin admin_cmd image notify
-
-SRC_NAMES := $(basename $(notdir $(wildcard src/*.c)))
-obj = $(patsubst %,$(BUILD)/src/%.o,$(filter $(SRC_NAMES),$(1)))
-ENGINE_OBJS := $(call obj,$(ENGINE))
-COMMON_OBJS := $(call obj,$(COMMON))
-DAEMON_OBJS := $(call obj,$(DAEMON))
+# One folder per layer; includes only point down (tests/tools/check_layers.py):
+#   src/common  log, locks, lists, rbtree, JSON   used by everyone, uses no one above it
+#   src/engine  the block layer: queue to drive   libtagdisk.a (daemon, unit tests, bench)
+#   src/daemon  tagdiskd: FUSE front end, admin socket, config, image
+#   src/ctl     tagdiskctl: commands, printers, blktrace output
+# A folder's main() (tagdiskd.c, tagdiskctl.c) is linked on its own; the rest goes in
+# the folder's library.
+layer_objs = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(2),$(wildcard src/$(1)/*.c)))
+COMMON_OBJS := $(call layer_objs,common,)
+ENGINE_OBJS := $(call layer_objs,engine,)
+DAEMON_OBJS := $(call layer_objs,daemon,src/daemon/tagdiskd.c)
+CTL_OBJS    := $(call layer_objs,ctl,src/ctl/tagdiskctl.c)
 
 LIBTD     := $(BUILD)/libtagdisk.a
 LIBCOMMON := $(BUILD)/libtdcommon.a
 LIBDAEMON := $(BUILD)/libtddaemon.a
-LIBS      := $(LIBDAEMON) $(LIBCOMMON) $(LIBTD)
+LIBCTL    := $(BUILD)/libtdctl.a
+LIBS      := $(LIBDAEMON) $(LIBCTL) $(LIBTD) $(LIBCOMMON)
 EXTLIBS    = $(FUSE_LIBS) $(INIPARSER_LIBS) -lm
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-HEADERS    := $(wildcard include/tagdisk/*.h)
+HEADERS    := $(wildcard include/tagdisk/*.h src/*/*.h)
 
-.PHONY: all check check-unit check-bats check-headers deps asan tsan check-valgrind \
+.PHONY: all check unit check-unit check-bats check-headers deps asan tsan check-valgrind \
 	bench bench-engine run install uninstall clean fuzz stress
 
 all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
@@ -93,18 +93,22 @@ $(LIBDAEMON): $(DAEMON_OBJS)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/tagdiskd: $(BUILD)/src/tagdiskd.o $(LIBS)
+$(LIBCTL): $(CTL_OBJS)
+	@rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/tagdiskd: $(BUILD)/src/daemon/tagdiskd.o $(LIBS)
 	@$(if $(Q),echo '  LD      $@')
 	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
 
-$(BUILD)/tagdiskctl: $(BUILD)/src/tagdiskctl.o $(LIBCOMMON) $(LIBTD)
+$(BUILD)/tagdiskctl: $(BUILD)/src/ctl/tagdiskctl.o $(LIBCTL) $(LIBCOMMON)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCOMMON) $(LIBTD) $(INIPARSER_LIBS) -lm
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON) -lm
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) -Isrc $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 # tests/unit/unit_util.c: helpers every test binary links (not a test itself).
 .SECONDARY: $(BUILD)/tests/unit_util.o
@@ -116,7 +120,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BUILD)/tests/unit_util.o $(LIBS
 check-headers:
 	@set -e; for h in $(HEADERS); do \
 		echo "#include \"$${h#include/}\"" | \
-		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
+		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
 		{ echo "header $$h is not self-contained" >&2; exit 1; }; \
 	done
 
@@ -127,7 +131,8 @@ check: deps
 	@$(MAKE) --no-print-directory all unit-tests
 	@tests/run-tests.sh $(BUILD) all
 
-check-unit: all unit-tests
+# make unit: the unit tests alone (cmocka), counted like make check.
+unit check-unit: all unit-tests
 	@tests/run-tests.sh $(BUILD) unit
 
 check-bats: all
@@ -168,7 +173,7 @@ check-valgrind: all unit-tests
 	@TD_VALGRIND_BATS="$(VALGRIND_BATS)" tests/run-tests.sh $(BUILD) valgrind
 # ---- sanitizer and valgrind runs of the daemon (end) ---------------------------------------
 
--include $(wildcard $(BUILD)/src/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/src/*/*.d $(BUILD)/tests/*.d $(BUILD)/bench/*.d)
 
 clean:
 	rm -rf build
@@ -180,9 +185,9 @@ $(BUILD)/bench/%.o: bench/%.c
 	@$(if $(Q),echo '  CC      $<')
 	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/bench/bench_engine: $(BUILD)/bench/bench_engine.o $(LIBTD)
+$(BUILD)/bench/bench_engine: $(BUILD)/bench/bench_engine.o $(LIBTD) $(LIBCOMMON)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) -lm
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBTD) $(LIBCOMMON) -lm
 
 $(BUILD)/bench/tagdisk-passthrough: $(BUILD)/bench/passthrough.o $(LIBS)
 	@$(if $(Q),echo '  LD      $@')
@@ -224,7 +229,7 @@ fuzz-harnesses: $(patsubst %,$(BUILD)/%,$(FUZZ_HARNESSES))
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(HEADERS) $(LIBS)
 	@$(if $(Q),echo '  FUZZ    $@')
-	$(Q)$(CC) $(TD_CPPFLAGS) -Isrc $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -Werror \
+	$(Q)$(CC) $(TD_CPPFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -Werror \
 		-fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
 
 fuzz:
@@ -255,8 +260,8 @@ fuzz-check:
 INSTALL ?= install
 UNIT_IN := systemd/tagdisk@.service.in
 UNIT    := $(BUILD)/tagdisk@.service
-MAN8    := src/tagdiskd.8 src/tagdiskctl.8
-MAN5    := etc/tagdisk.ini.5
+MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8
+MAN5    := docs/tagdisk.ini.5
 EXAMPLE_INI = $(DESTDIR)$(SYSCONFDIR)/tagdisk/example.ini
 
 RUN_DIR   ?= .
@@ -265,14 +270,14 @@ RUN_IMAGE ?= $(RUN_DIR)/tagdisk.img
 RUN_MNT   ?= $(RUN_DIR)/mnt
 RUN_SOCK  ?= $(RUN_DIR)/tagdisk.sock
 
-.PHONY: unit check-man check-service
+.PHONY: systemd-unit check-man check-service
 
 # Written every time: SBINDIR may differ from the last build's.
-unit: $(UNIT_IN)
+systemd-unit: $(UNIT_IN)
 	@mkdir -p $(BUILD)
 	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|g' $(UNIT_IN) >$(UNIT).tmp && mv $(UNIT).tmp $(UNIT)
 
-install: all unit
+install: all systemd-unit
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(BASHCOMPDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/tagdisk

@@ -28,10 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tagdisk/clock.h"
+#include "common/clock.h"
+#include "common/random.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
-#include "tagdisk/random.h"
 
 #define CAPACITY_SECTORS (1ULL << 31) /* 1 TiB: random 4 KiB reads never touch */
 

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "tagdisk/frontend.h"
-#include "tagdisk/log.h"
+#include "common/log.h"
+#include "daemon/frontend.h"
 
 static struct td_frontend *fe;
 

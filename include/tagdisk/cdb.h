@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
+#include "tagdisk/types.h"
 
 #define TD_CDB_READ_10		 0x28
 #define TD_CDB_WRITE_10		 0x2a

@@ -45,10 +45,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/compiler.h"
-#include "tagdisk/list.h"
+#include "common/compiler.h"
+#include "common/list.h"
 #include "tagdisk/request.h"
+#include "tagdisk/types.h"
 
 /*
  * A backend stores the data: the image file, nothing (null) or memory.

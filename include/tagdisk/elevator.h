@@ -29,11 +29,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/clock.h"
-#include "tagdisk/compiler.h"
-#include "tagdisk/list.h"
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/list.h"
 #include "tagdisk/request.h"
+#include "tagdisk/types.h"
 
 enum td_elv_merge {
 	TD_ELV_NO_MERGE = 0,

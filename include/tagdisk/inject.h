@@ -27,8 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
+#include "tagdisk/types.h"
 
 #define TD_INJECT_MAX_RULES 64
 #define TD_INJECT_FOREVER   UINT64_MAX /* @times for "every matching command" */

@@ -17,7 +17,7 @@
 #ifndef TAGDISK_PREP_H
 #define TAGDISK_PREP_H
 
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
 #include "tagdisk/request.h"
 
 enum td_prep_result {

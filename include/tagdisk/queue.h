@@ -52,12 +52,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/clock.h"
-#include "tagdisk/compiler.h"
+#include "common/clock.h"
+#include "common/compiler.h"
 #include "tagdisk/elevator.h"
 #include "tagdisk/prep.h"
 #include "tagdisk/request.h"
+#include "tagdisk/types.h"
 
 struct td_drive;
 struct td_tag_map;

@@ -23,8 +23,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "tagdisk/compiler.h"
-#include "tagdisk/list.h"
+#include "common/compiler.h"
+#include "common/list.h"
 
 struct td_range {
 	struct td_list link;

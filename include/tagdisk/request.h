@@ -30,12 +30,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
-#include "tagdisk/bio.h"
+#include "common/compiler.h"
+#include "common/list.h"
+#include "common/lock.h"
+#include "common/rbtree.h"
 #include "tagdisk/cdb.h"
-#include "tagdisk/compiler.h"
-#include "tagdisk/list.h"
-#include "tagdisk/lock.h"
-#include "tagdisk/rbtree.h"
+#include "tagdisk/types.h"
 
 #define TD_CMD_MAX     16  /* bytes in a pregenerated command */
 #define TD_RQ_MAX_BIOS 256 /* bios (segments) merged into one request */

@@ -20,8 +20,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
+#include "tagdisk/types.h"
 
 #define TD_STATS_SHARDS	 8
 #define TD_STATS_SUB_BITS 3

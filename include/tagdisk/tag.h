@@ -39,7 +39,7 @@
 #define TAGDISK_TAG_H
 
 #include <stdbool.h>
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
 
 #define TD_TAG_DEPTH_MAX 4096
 

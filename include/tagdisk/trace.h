@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "tagdisk/bio.h"
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
+#include "tagdisk/types.h"
 
 enum td_trace_action {
 	TD_TA_QUEUE = 'Q',

@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
-#include "tagdisk/compiler.h"
+#include "common/compiler.h"
 #include "tagdisk/drive.h"
 
 #define TD_WCACHE_LINE 4096

@@ -45,9 +45,9 @@ INSTALLED_FILES="644 etc/tagdisk/example.ini
 	[ "$(tree_files "$DEST")" = "$INSTALLED_FILES" ]
 	cmp "$TAGDISKD" "$DEST/usr/local/sbin/tagdiskd"
 	cmp "$TAGDISKCTL" "$DEST/usr/local/bin/tagdiskctl"
-	cmp "$TD_ROOT/src/tagdiskd.8" "$DEST/usr/local/share/man/man8/tagdiskd.8"
-	cmp "$TD_ROOT/src/tagdiskctl.8" "$DEST/usr/local/share/man/man8/tagdiskctl.8"
-	cmp "$TD_ROOT/etc/tagdisk.ini.5" "$DEST/usr/local/share/man/man5/tagdisk.ini.5"
+	cmp "$TD_ROOT/docs/tagdiskd.8" "$DEST/usr/local/share/man/man8/tagdiskd.8"
+	cmp "$TD_ROOT/docs/tagdiskctl.8" "$DEST/usr/local/share/man/man8/tagdiskctl.8"
+	cmp "$TD_ROOT/docs/tagdisk.ini.5" "$DEST/usr/local/share/man/man5/tagdisk.ini.5"
 	cmp "$TD_ROOT/etc/tagdiskctl.bash-completion" \
 		"$DEST/usr/local/share/bash-completion/completions/tagdiskctl"
 	cmp "$TD_ROOT/etc/tagdisk.ini" "$DEST/etc/tagdisk/example.ini"

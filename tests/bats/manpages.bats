@@ -10,9 +10,9 @@
 load helpers
 bats_require_minimum_version 1.5.0
 
-TAGDISKD_8=$TD_ROOT/src/tagdiskd.8
-TAGDISKCTL_8=$TD_ROOT/src/tagdiskctl.8
-TAGDISK_INI_5=$TD_ROOT/etc/tagdisk.ini.5
+TAGDISKD_8=$TD_ROOT/docs/tagdiskd.8
+TAGDISKCTL_8=$TD_ROOT/docs/tagdiskctl.8
+TAGDISK_INI_5=$TD_ROOT/docs/tagdisk.ini.5
 CHECK_MAN=$TD_ROOT/tests/tools/check_man.py
 
 setup_file() {
@@ -21,9 +21,10 @@ setup_file() {
 	command -v python3 >/dev/null || { td_skip_file "python3 is not installed"; return 0; }
 	# The facts helper links the same libraries as the daemon.
 	# shellcheck disable=SC2046 # pkg-config prints several words
-	"$cc" -std=gnu11 -D_GNU_SOURCE -pthread -I"$TD_ROOT/include" -o "$BATS_FILE_TMPDIR/doc_facts" \
-		"$TD_ROOT/tests/tools/doc_facts.c" "$TD_BUILD/libtddaemon.a" "$TD_BUILD/libtdcommon.a" \
-		"$TD_BUILD/libtagdisk.a" $(pkg-config --libs fuse3) -liniparser -lm
+	"$cc" -std=gnu11 -D_GNU_SOURCE -pthread -I"$TD_ROOT/include" -I"$TD_ROOT/src" \
+		-I/usr/include/iniparser -o "$BATS_FILE_TMPDIR/doc_facts" "$TD_ROOT/tests/tools/doc_facts.c" \
+		"$TD_BUILD/libtddaemon.a" "$TD_BUILD/libtagdisk.a" "$TD_BUILD/libtdcommon.a" \
+		$(pkg-config --libs fuse3) -liniparser -lm
 	"$BATS_FILE_TMPDIR/doc_facts" >"$BATS_FILE_TMPDIR/facts"
 	"$TAGDISKD" --help >"$BATS_FILE_TMPDIR/tagdiskd.help"
 	"$TAGDISKCTL" --help >"$BATS_FILE_TMPDIR/tagdiskctl.help"

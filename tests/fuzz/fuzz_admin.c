@@ -13,8 +13,8 @@
  */
 #include <errno.h>
 #include <string.h>
+#include "daemon/admin_cmd.h"
 #include "fuzz.h"
-#include "tagdisk/admin_cmd.h"
 
 /* More words than a line may have, so the harness sees what the parser refuses. */
 #define MAX_WORDS (TD_ADMIN_MAX_ARGS + 4)

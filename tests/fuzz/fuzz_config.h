@@ -13,8 +13,8 @@
 #define TAGDISK_FUZZ_CONFIG_H
 
 #include <string.h>
+#include "daemon/config.h"
 #include "fuzz.h"
-#include "tagdisk/config.h"
 #include "tagdisk/elevator.h"
 #include "tagdisk/tag.h"
 

@@ -19,8 +19,8 @@
  */
 #include <math.h>
 #include <string.h>
+#include "common/json.h"
 #include "fuzz.h"
-#include "tagdisk/json.h"
 
 static void check_value(const struct td_json_value *v, unsigned int depth, unsigned int *max_depth);
 

@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
+#include "daemon/config.h"
 #include "fuzz.h"
-#include "tagdisk/config.h"
 
 #define SENTINEL 0x5a5a5a5a5a5a5a5aULL
 

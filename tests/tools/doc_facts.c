@@ -11,8 +11,8 @@
  * empty default prints "\"\"".
  */
 #include <stdio.h>
-#include "tagdisk/admin_cmd.h"
-#include "tagdisk/config.h"
+#include "daemon/admin_cmd.h"
+#include "daemon/config.h"
 
 int main(void)
 {

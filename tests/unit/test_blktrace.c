@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "tagdisk/blktrace.h"
+#include "ctl/blktrace.h"
 
 #if __has_include(<linux/blktrace_api.h>)
 #include <linux/blktrace_api.h>

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "tagdisk/config.h"
+#include "daemon/config.h"
 
 #ifndef TD_VERSION
 #define TD_VERSION "unknown"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "tagdisk/ctl_format.h"
+#include "ctl/ctl_format.h"
 
 /* Doubles computed from small integers: equal to the expected value to the last few bits. */
 #define assert_near(a, b)                                                                    \

@@ -27,13 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "unit_util.h"
+#include "common/log.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
-#include "tagdisk/log.h"
 #include "tagdisk/queue.h"
 #include "tagdisk/stats.h"
+#include "unit_util.h"
 
 #define MIB (1024ULL * 1024ULL)
 #define WAIT_MS 10000

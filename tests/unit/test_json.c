@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "tagdisk/json.h"
+#include "common/json.h"
 
 #define S(lit) lit, sizeof(lit) - 1 /* a literal and its length, NULs included */
 

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <time.h>
 #include <cmocka.h>
-#include "unit_util.h"
-#include "tagdisk/clock.h"
+#include "common/clock.h"
 #include "tagdisk/rangelock.h"
+#include "unit_util.h"
 
 #define BLOCK		 4096
 #define QUIET_MS	 100   /* how long a blocked locker must stay blocked */

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <cmocka.h>
-#include "tagdisk/rbtree.h"
+#include "common/rbtree.h"
 
 #define BIG_N 10000
 

@@ -16,9 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "unit_util.h"
-#include "tagdisk/clock.h"
+#include "common/clock.h"
 #include "tagdisk/request.h"
+#include "unit_util.h"
 
 #define QUIET_MS	 100   /* how long a blocked getter must stay blocked */
 #define GRANT_TIMEOUT_MS 10000 /* how long a wake-up may take before we call it a hang */

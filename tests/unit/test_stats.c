@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "tagdisk/clock.h"
+#include "common/clock.h"
 #include "tagdisk/stats.h"
 
 struct stats_fixture {

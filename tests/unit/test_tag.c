@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "unit_util.h"
 #include "tagdisk/tag.h"
+#include "unit_util.h"
 
 #define WORD_BITS 64
 

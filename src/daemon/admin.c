@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * admin.c - the admin socket: accepting, credentials, lines in, JSON out.
+ *
+ * One thread, one poll(2) loop over: a wake-up pipe (for shutdown), the
+ * listening socket, and every connection. A connection has an input buffer
+ * that collects one line (at most TD_ADMIN_LINE_MAX bytes; a longer line is
+ * answered with an error and skipped up to its newline) and an output buffer
+ * of reply lines waiting for the socket to accept them. When a connection's
+ * output grows past OUT_HIGH the loop stops reading from it until the client
+ * catches up, so a client that never reads costs bounded memory.
+ *
+ * A trace connection has a subscriber ring (tagdisk/trace.h). While any
+ * exist, poll wakes every TRACE_PERIOD_MS to move events from the rings into
+ * output buffers, but only while a buffer is below OUT_HIGH: a slow reader
+ * leaves events in its ring, which drops what does not fit and counts it.
+ *
+ * About once a second the loop records the stats totals, for the rates in
+ * `status`.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/lock.h"
+#include "common/log.h"
+#include "daemon/admin_int.h"
+#include "tagdisk/trace.h"
+
+#define MAX_CONNS	1024
+#define OUT_HIGH	(256U << 10)	/* stop reading / stop feeding trace events above this */
+#define TRACE_RING	65536		/* events buffered per trace connection */
+#define TRACE_PERIOD_MS 10
+#define SAMPLE_PERIOD_NS TD_NSEC_PER_SEC
+
+struct conn {
+	int fd;
+	uid_t uid;
+	pid_t pid;
+	char in[TD_ADMIN_LINE_MAX + 2];
+	size_t in_len;
+	bool skipping; /* discarding the rest of an over-long line */
+	char *out;
+	size_t out_len;
+	size_t out_cap;
+	size_t out_off; /* bytes of out already written */
+	bool closing;	/* close once out is written */
+	struct td_trace_sub *sub;
+	uint64_t trace_dropped;
+};
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+static bool out_append(struct conn *c, const char *data, size_t len)
+{
+	if (c->out_off && c->out_off == c->out_len) {
+		c->out_off = 0;
+		c->out_len = 0;
+	}
+	if (c->out_len + len > c->out_cap) {
+		size_t cap = TD_MAX(c->out_cap * 2, c->out_len + len + 4096);
+		char *p = realloc(c->out, cap);
+
+		if (!p)
+			return false;
+		c->out = p;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+	return true;
+}
+
+static void out_line(struct conn *c, struct td_json *j)
+{
+	const char *text = td_json_cstr(j);
+
+	if (!text) {
+		td_admin_error(j, "out of memory");
+		text = td_json_cstr(j);
+	}
+	if (!text || !out_append(c, text, strlen(text)) || !out_append(c, "\n", 1))
+		c->closing = true;
+}
+
+/* Write what the socket takes. Return: false when the connection is dead. */
+static bool flush_out(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN || errno == EWOULDBLOCK;
+		}
+		c->out_off += (size_t)n;
+	}
+	c->out_off = c->out_len = 0;
+	return true;
+}
+
+static size_t out_pending(const struct conn *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* ---- credentials ----------------------------------------------------------------------- */
+
+/*
+ * Return: true when the peer on @fd, with credentials @cred, may use a socket of group
+ * @sock_gid: root, the daemon's user, or a process whose group or supplementary groups
+ * include it. The groups are the peer's own (SO_PEERGROUPS, taken at connect time), the
+ * ones the kernel judged the socket file's permissions by, not the user database's.
+ */
+static bool peer_allowed(int fd, const struct ucred *cred, gid_t sock_gid)
+{
+	gid_t small[64];
+	gid_t *groups = small;
+	socklen_t len = sizeof(small);
+	bool found = false;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return true;
+	if (sock_gid == (gid_t)-1)
+		sock_gid = getegid();
+	if (cred->gid == sock_gid)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		/* ERANGE: more groups than fit; len now says how many bytes they need. */
+		if (errno != ERANGE || !(groups = malloc(len)))
+			return false;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			goto out_free;
+	}
+	for (size_t i = 0; i < len / sizeof(*groups); i++)
+		found |= groups[i] == sock_gid;
+out_free:
+	if (groups != small)
+		free(groups);
+	return found;
+}
+
+/* ---- the socket file ------------------------------------------------------------------- */
+
+/* Remove @path if it is a socket nobody listens on. Return: 0, or -errno with a message. */
+static int clear_stale_socket(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, ret;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "admin socket \"%s\": exists and is not a socket; refusing to "
+				      "replace it",
+			 path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ret = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (ret == 0) {
+		snprintf(err, errlen, "admin socket \"%s\": another process is listening on it",
+			 path);
+		return -EADDRINUSE;
+	}
+	if (errno != ECONNREFUSED) {
+		snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(errno));
+		return -errno;
+	}
+	td_info("admin: removing the stale socket \"%s\"", path);
+	if (unlink(path) < 0 && errno != ENOENT) {
+		snprintf(err, errlen, "admin socket \"%s\": cannot remove it: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int open_socket(struct td_admin *a, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = a->socket_path;
+	int fd, ret;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "admin socket \"%s\": path too long", path);
+		return -ENAMETOOLONG;
+	}
+	/* The default directory for root; systemd's RuntimeDirectory makes it too. */
+	char dir[sizeof(sa.sun_path)];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "admin socket directory \"%s\": %s", dir,
+				 strerror(errno));
+			return -errno;
+		}
+	}
+	ret = clear_stale_socket(path, err, errlen);
+	if (ret) {
+		if (!err[0])
+			snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
+		return ret;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		goto out_errno;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	/* Nobody may connect before the permissions are right. */
+	mode_t old = umask(0177);
+
+	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (ret < 0)
+		goto out_close;
+	if (chmod(path, a->p.socket_mode) < 0 ||
+	    (a->p.socket_gid != (gid_t)-1 && chown(path, (uid_t)-1, a->p.socket_gid) < 0) ||
+	    listen(fd, 128) < 0) {
+		int e = errno;
+
+		unlink(path);
+		errno = e;
+		goto out_close;
+	}
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		a->socket_dev = st.st_dev;
+		a->socket_ino = st.st_ino;
+	}
+	a->listen_fd = fd;
+	return 0;
+
+out_close:
+	ret = -errno;
+	close(fd);
+	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
+	return ret;
+out_errno:
+	ret = -errno;
+	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
+	return ret;
+}
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+static void conn_close(struct td_admin *a, struct conn *c)
+{
+	if (c->sub)
+		td_trace_unsubscribe(a->p.trace, c->sub);
+	close(c->fd);
+	free(c->out);
+	free(c);
+}
+
+static struct conn *conn_accept(struct td_admin *a, int nconns)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct conn *c;
+
+	if (fd < 0)
+		return NULL;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		close(fd);
+		return NULL;
+	}
+	if (!peer_allowed(fd, &cred, a->p.socket_gid)) {
+		static const char msg[] = "{\"ok\":false,\"error\":\"permission denied: not root, "
+					  "the daemon's user, or a member of the socket's "
+					  "group\"}\n";
+
+		td_warnx("admin: refused uid %u (pid %d): not root, the daemon's user or in the "
+			 "socket's group",
+			 (unsigned int)cred.uid, (int)cred.pid);
+		ssize_t n = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		(void)n;
+		close(fd);
+		return NULL;
+	}
+	if (nconns >= MAX_CONNS) {
+		static const char msg[] = "{\"ok\":false,\"error\":\"too many admin connections\"}\n";
+		ssize_t n = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		(void)n;
+		td_warnx("admin: refused a connection: %d already open", MAX_CONNS);
+		close(fd);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	c->fd = fd;
+	c->uid = cred.uid;
+	c->pid = cred.pid;
+	td_debug("admin: connection from pid %d (uid %u)", (int)cred.pid, (unsigned int)cred.uid);
+	return c;
+}
+
+static void handle_line(struct td_admin *a, struct conn *c, struct td_json *j, const char *line,
+			size_t len)
+{
+	struct td_admin_request *req = malloc(sizeof(*req));
+	char err[256];
+
+	if (!req) {
+		c->closing = true;
+		return;
+	}
+	if (td_admin_parse(line, len, req, err, sizeof(err))) {
+		td_admin_error(j, "%s", err);
+		out_line(c, j);
+		free(req);
+		return;
+	}
+	td_debug("admin: pid %d: %s", (int)c->pid, req->cmd->name);
+	if (td_admin_execute(a, req, j) == TD_ADMIN_TRACE) {
+		c->sub = td_trace_subscribe(a->p.trace, TRACE_RING);
+		if (!c->sub)
+			td_admin_error(j, "trace: out of memory");
+	}
+	out_line(c, j);
+	free(req);
+}
+
+/* Read and answer what @c sent. Return: false when the connection is finished. */
+static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
+{
+	for (;;) {
+		size_t room = sizeof(c->in) - c->in_len;
+		ssize_t n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
+
+		if (n < 0)
+			return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
+		if (n == 0) {
+			/* The client is done sending: answer what it sent, then close. */
+			if (c->sub)
+				return false;
+			c->closing = true;
+			return true;
+		}
+		if (c->sub)
+			continue; /* a trace stream takes no more commands */
+		c->in_len += (size_t)n;
+
+		char *nl;
+
+		while ((nl = memchr(c->in, '\n', c->in_len))) {
+			size_t line_len = (size_t)(nl - c->in);
+
+			if (c->skipping)
+				c->skipping = false;
+			else
+				handle_line(a, c, j, c->in, line_len);
+			c->in_len -= line_len + 1;
+			memmove(c->in, nl + 1, c->in_len);
+			if (c->sub)
+				return true;
+		}
+		if (c->in_len > TD_ADMIN_LINE_MAX) {
+			/* No newline within the limit: answer once, drop the rest of the line. */
+			if (!c->skipping) {
+				td_admin_error(j, "line too long (over %d bytes)", TD_ADMIN_LINE_MAX);
+				out_line(c, j);
+			}
+			c->skipping = true;
+			c->in_len = 0;
+		}
+		if (out_pending(c) > OUT_HIGH)
+			return true; /* let the client read before we answer more */
+	}
+}
+
+static void trace_feed(struct td_admin *a, struct conn *c, struct td_json *j)
+{
+	struct td_trace_event ev[256];
+	uint64_t dropped = 0;
+
+	while (out_pending(c) < OUT_HIGH) {
+		size_t n = td_trace_read(a->p.trace, c->sub, ev, TD_ARRAY_SIZE(ev), &dropped);
+
+		c->trace_dropped += dropped;
+		if (c->trace_dropped) {
+			td_json_reset(j);
+			td_json_obj_begin(j);
+			td_json_kv_u64(j, "dropped", c->trace_dropped);
+			td_json_obj_end(j);
+			out_line(c, j);
+			c->trace_dropped = 0;
+		}
+		for (size_t i = 0; i < n; i++) {
+			char action[2] = { (char)ev[i].action, '\0' };
+
+			td_json_reset(j);
+			td_json_obj_begin(j);
+			td_json_kv_u64(j, "time_ns", ev[i].time_ns);
+			td_json_kv_i64(j, "pid", ev[i].pid);
+			td_json_kv_str(j, "action", action);
+			td_json_kv_str(j, "op", td_op_name((enum td_op)ev[i].op));
+			td_json_kv_bool(j, "fua", ev[i].fua);
+			td_json_kv_u64(j, "sector", ev[i].sector);
+			td_json_kv_u64(j, "sectors", ev[i].nr_sectors);
+			td_json_kv_i64(j, "tag", ev[i].tag);
+			td_json_kv_i64(j, "error", ev[i].error);
+			td_json_obj_end(j);
+			out_line(c, j);
+		}
+		if (n < TD_ARRAY_SIZE(ev))
+			break;
+	}
+}
+
+/* ---- the loop -------------------------------------------------------------------------- */
+
+static void *admin_main(void *arg)
+{
+	struct td_admin *a = arg;
+	struct conn **conns = calloc(MAX_CONNS, sizeof(*conns));
+	struct pollfd *pfd = calloc(MAX_CONNS + 2, sizeof(*pfd));
+	struct td_json j;
+	int nconns = 0;
+	uint64_t next_sample = td_now_ns();
+
+	td_thread_name("td-admin");
+	td_json_init(&j);
+	td_json_set_limit(&j, 64U << 20);
+	if (!conns || !pfd) {
+		td_err("admin: out of memory; the admin socket is not served");
+		goto out;
+	}
+	for (;;) {
+		int ntrace = 0;
+
+		pfd[0] = (struct pollfd){ .fd = a->wake_pipe[0], .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		for (int i = 0; i < nconns; i++) {
+			struct conn *c = conns[i];
+			short ev = 0;
+
+			if (!c->closing && out_pending(c) <= OUT_HIGH)
+				ev |= POLLIN;
+			if (out_pending(c))
+				ev |= POLLOUT;
+			pfd[i + 2] = (struct pollfd){ .fd = c->fd, .events = ev };
+			ntrace += c->sub != NULL;
+		}
+		uint64_t now = td_now_ns();
+		int timeout = (int)((next_sample > now ? next_sample - now : 0) / TD_NSEC_PER_MSEC);
+
+		if (ntrace)
+			timeout = TD_MIN(timeout, TRACE_PERIOD_MS);
+		if (poll(pfd, (nfds_t)nconns + 2, timeout) < 0 && errno != EINTR) {
+			td_err_errno("admin: poll");
+			break;
+		}
+		if (pfd[0].revents)
+			break;
+		if (td_now_ns() >= next_sample) {
+			td_admin_sample(a);
+			next_sample = td_now_ns() + SAMPLE_PERIOD_NS;
+		}
+		for (int i = 0; i < nconns; i++) {
+			struct conn *c = conns[i];
+			bool alive = true;
+
+			if (pfd[i + 2].revents & (POLLIN | POLLHUP | POLLERR))
+				alive = conn_read(a, c, &j);
+			if (alive && c->sub)
+				trace_feed(a, c, &j);
+			if (alive)
+				alive = flush_out(c) && !(c->closing && !out_pending(c));
+			if (!alive) {
+				conn_close(a, c);
+				conns[i] = conns[--nconns];
+				pfd[i + 2] = pfd[nconns + 2];
+				i--;
+			}
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct conn *c;
+
+			/* Take everyone who is waiting, not just one per wake-up. */
+			while ((c = conn_accept(a, nconns)))
+				conns[nconns++] = c;
+		}
+	}
+	while (nconns)
+		conn_close(a, conns[--nconns]);
+out:
+	td_json_free(&j);
+	free(pfd);
+	free(conns);
+	return NULL;
+}
+
+/* ---- API -------------------------------------------------------------------------------- */
+
+int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char *err,
+		    size_t errlen)
+{
+	struct td_admin *a = calloc(1, sizeof(*a));
+	int ret = -ENOMEM;
+
+	err[0] = '\0';
+	if (!a) {
+		snprintf(err, errlen, "out of memory");
+		return ret;
+	}
+	a->p = *p;
+	a->listen_fd = -1;
+	a->wake_pipe[0] = a->wake_pipe[1] = -1;
+	a->start_ns = td_now_ns();
+	pthread_mutex_init(&a->fe_lock, NULL);
+	a->socket_path = strdup(p->socket_path);
+	a->image = strdup(p->image);
+	if (!a->socket_path || !a->image) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	if (pipe2(a->wake_pipe, O_CLOEXEC) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "admin: pipe: %s", strerror(errno));
+		goto out_free;
+	}
+	ret = open_socket(a, err, errlen);
+	if (ret)
+		goto out_close_pipe;
+	td_admin_sample(a);
+	ret = -pthread_create(&a->thread, NULL, admin_main, a);
+	if (ret) {
+		snprintf(err, errlen, "admin: cannot start its thread: %s", strerror(-ret));
+		goto out_close_socket;
+	}
+	*out = a;
+	return 0;
+
+out_close_socket:
+	close(a->listen_fd);
+	unlink(a->socket_path);
+out_close_pipe:
+	close(a->wake_pipe[0]);
+	close(a->wake_pipe[1]);
+out_free:
+	pthread_mutex_destroy(&a->fe_lock);
+	free(a->socket_path);
+	free(a->image);
+	free(a);
+	return ret;
+}
+
+void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const char *mountpoint,
+			   const char *name)
+{
+	char *path = NULL;
+
+	if (asprintf(&path, "%s/%s", mountpoint, name) < 0)
+		path = NULL;
+	pthread_mutex_lock(&a->fe_lock);
+	a->fe = fe;
+	free(a->disk_path);
+	a->disk_path = path;
+	pthread_mutex_unlock(&a->fe_lock);
+}
+
+void td_admin_destroy(struct td_admin *a)
+{
+	struct stat st;
+	ssize_t n = write(a->wake_pipe[1], "x", 1);
+
+	(void)n;
+	pthread_join(a->thread, NULL);
+	close(a->listen_fd);
+	/* Remove the socket only if it is still ours. */
+	if (lstat(a->socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
+		unlink(a->socket_path);
+	close(a->wake_pipe[0]);
+	close(a->wake_pipe[1]);
+	pthread_mutex_destroy(&a->fe_lock);
+	free(a->disk_path);
+	free(a->socket_path);
+	free(a->image);
+	free(a);
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * admin.h - the admin socket: status, statistics, resets, faults, traces.
+ *
+ * A Unix stream socket serving the protocol of DESIGN.md ("Admin socket"):
+ * one command per line (at most TD_ADMIN_LINE_MAX bytes), one JSON object
+ * per line in reply, any number of commands per connection, many
+ * connections at once. One thread runs a poll(2) loop over the listening
+ * socket and every connection, so a slow or stuck client never blocks I/O or
+ * other clients: replies are buffered per connection and written as the
+ * socket accepts them. Commands that wait (reset waits for the drive to
+ * return the commands it is executing) run in that thread too; they are
+ * short.
+ *
+ * Access: the socket is created under a tight umask and then given
+ * socket_mode and socket_gid. Each connection's peer credentials
+ * (SO_PEERCRED) are checked when it connects: root, the daemon's own uid, or
+ * a member of the socket's group (primary or supplementary) may talk;
+ * anyone else gets one {"ok":false,...} line, a log line, and is closed.
+ *
+ * The socket path is created safely: an existing path is only replaced when
+ * it is a socket nobody listens on (a stale one); anything else is an error.
+ * The socket is removed when the admin stops.
+ *
+ * `trace` turns a connection into an event stream (tagdisk/trace.h); the
+ * poll loop drains its ring every few milliseconds.
+ *
+ * LOCKING: the admin thread takes the config lock (first in the order of
+ * tagdisk/queue.h) around reading the settings it reports.
+ */
+#ifndef TAGDISK_ADMIN_H
+#define TAGDISK_ADMIN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "common/compiler.h"
+
+#define TD_ADMIN_LINE_MAX 4096
+
+struct td_queue;
+struct td_drive;
+struct td_trace;
+struct td_config;
+struct td_frontend;
+struct td_admin;
+
+struct td_admin_params {
+	const char *socket_path;
+	mode_t socket_mode;
+	gid_t socket_gid; /* (gid_t)-1: the daemon's own group */
+	struct td_queue *q;
+	struct td_drive *drive;
+	struct td_trace *trace;
+	struct td_config *config;	/* read under config_lock */
+	pthread_mutex_t *config_lock;
+	const char *image;
+	uint64_t image_size;
+	const char *disk_path;		/* unused; the front end is set later */
+};
+
+/*
+ * Create the socket and start the admin thread.
+ * Return: 0 with *@out set, or a negative errno with a message in @err.
+ */
+int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char *err,
+		    size_t errlen) td_nonnull(1, 2, 3);
+
+/* Tell the admin about the front end (for status), once it exists. */
+void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const char *mountpoint,
+			   const char *name) td_nonnull(1);
+
+/* Stop the thread, close every connection, remove the socket, free. */
+void td_admin_destroy(struct td_admin *a) td_nonnull(1);
+
+#endif /* TAGDISK_ADMIN_H */

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * frontend.h - the FUSE front end: the disk file, served through the queue.
+ *
+ * The mount point holds one regular file, <mountpoint>/<name>, whose size is
+ * the disk's. Every read, write, fsync and fallocate on it becomes a byte I/O
+ * (tagdisk/bio.h) on the queue, and the FUSE reply is sent from the I/O's
+ * completion, so the handlers return at once and the queue depth the engine
+ * sees is the kernel's, not the number of FUSE threads.
+ *
+ * The disk file behaves like a block device: O_TRUNC is ignored, truncating
+ * to another size fails with EPERM, writes at or past the end fail with
+ * ENOSPC (a write crossing the end is cut short), reads past the end return
+ * 0 bytes, fsync is a FLUSH (a barrier), close is not a flush, punching a
+ * hole is a discard and zeroing a range is a write-zeroes. In read-only mode
+ * opening for writing fails with EROFS.
+ *
+ * The front end runs its own multithreaded session loop on top of libfuse's
+ * low-level API (fuse_session_receive_buf / fuse_session_process_buf):
+ *  - threads are started on demand, up to max_threads, when none is idle;
+ *  - receive buffers come from a pool; a large write keeps the buffer it
+ *    arrived in (no copy) and the thread takes a fresh one;
+ *  - FUSE_OPEN is answered by the loop itself so the reply can carry
+ *    FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES, which libfuse 3.14's
+ *    fuse_file_info cannot express (without it, the kernel serialises
+ *    synchronous direct writers on the inode).
+ *
+ * Pass-through (benchmarks only): with params.passthrough, the handlers skip
+ * the engine entirely and serve each request with pread/pwrite/fdatasync/
+ * fallocate on image_fd in the FUSE thread, replying at once: the fastest
+ * this front end can be, the ceiling tagdisk is measured against.
+ *
+ * Lifetime: create (mounts), run (serves until stopped or unmounted), then
+ * the owner drains the queue, unmounts and destroys.
+ * LOCKING: internal; td_frontend_stop() may be called from any thread.
+ */
+#ifndef TAGDISK_FRONTEND_H
+#define TAGDISK_FRONTEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "common/compiler.h"
+
+struct td_queue;
+
+struct td_frontend_params {
+	struct td_queue *q;	       /* borrowed */
+	const char *mountpoint;
+	const char *name;	       /* the disk file's name */
+	uint64_t size_bytes;
+	uint32_t logical_block_size;
+	bool read_only;
+	bool allow_other;
+	bool parallel_direct_writes;   /* set FOPEN_PARALLEL_DIRECT_WRITES (default true) */
+	unsigned int max_threads;      /* FUSE threads at most */
+	unsigned int max_background;   /* the kernel's async request limit */
+	int image_fd;		       /* for st_blocks in getattr; -1 if none */
+	bool passthrough;	       /* benchmark ceiling: no engine, see below */
+	const char *const *fuse_opts;  /* -o options, in order */
+	size_t nr_fuse_opts;
+};
+
+struct td_frontend;
+
+/*
+ * Create the session and mount it. Return: the front end, or NULL with a
+ * message in @err (the mount point is left untouched on failure).
+ */
+struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
+				       size_t errlen) td_nonnull(1, 2);
+
+/*
+ * Serve until td_frontend_stop() or an unmount. Returns after every FUSE
+ * thread has exited; requests already handed to the queue may still be
+ * completing. Return: 0 when stopped, 1 when the file system was unmounted
+ * from outside, a negative errno on failure.
+ */
+int td_frontend_run(struct td_frontend *fe) td_nonnull(1);
+
+/* Ask td_frontend_run() to stop receiving requests. Async-signal-unsafe; any thread. */
+void td_frontend_stop(struct td_frontend *fe) td_nonnull(1);
+
+/* Unmount (lazily, if busy). Idempotent. */
+void td_frontend_unmount(struct td_frontend *fe) td_nonnull(1);
+
+/* Free everything; the queue must be drained and the session unmounted. */
+void td_frontend_destroy(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: how many opens of the disk file are not yet released. */
+unsigned int td_frontend_open_count(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: the number of FUSE threads running now, and the most ever running. */
+unsigned int td_frontend_threads(struct td_frontend *fe, unsigned int *peak) td_nonnull(1);
+
+#endif /* TAGDISK_FRONTEND_H */
