@@ -2,77 +2,100 @@
 # Run tagdisk's tests and end with one line: "N passed, N failed, N skipped".
 #
 #   tests/run-tests.sh BUILD_DIR unit|bats|fuzz|all|sanitizer|valgrind
+#   tests/run-tests.sh BUILD_DIR tap FILE STATUS [SUITE]
 #
-# Unit tests (cmocka) and integration tests (bats) both speak TAP; this script
-# counts "ok", "not ok" and skips across every suite. A unit binary that
-# exits non-zero without reporting a failure (a crash, a sanitizer report, a
-# valgrind error) counts as one failure of its own.
+# BUILD_DIR is absolute or relative to the repository. The runner's self-test
+# (tests/runner/selftest.sh), unit tests (cmocka), integration tests (bats)
+# and the fuzz runner all speak TAP; tests/runner/tap.sh counts "ok", "not ok"
+# and skips across every suite, and fails a stream that does not prove it ran
+# everything: no plan, fewer results than planned, or a non-zero exit status
+# without a "not ok" (a crash, a sanitizer report, a valgrind error). With
+# CI=true, an integration test skipped for want of root, /dev/fuse or a built
+# tagdiskd is a failure. The "tap" mode counts one saved stream whose producer
+# exited with STATUS, as the other modes do.
 set -u
 build=${1:?build dir}
 what=${2:-all}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
-export TD_BUILD="$here/$build"
-log=$(mktemp -d /tmp/tagdisk-tests.XXXXXX)
+case "$build" in
+/*) ;;
+*) build=$here/$build ;;
+esac
+export TD_BUILD="$build"
+log=$(mktemp -d /tmp/tagdisk-tests.XXXXXX) || exit 1
 trap 'rm -rf "$log"' EXIT
 
-pass=0 fail=0 skip=0
+# shellcheck source=tests/runner/tap.sh
+. "$here/tests/runner/tap.sh"
 
-count_tap() { # file
-	# bats prints a skip as "ok N name # skip reason", cmocka as "not ok N name # SKIP".
-	local p f s
-	p=$(grep -E '^ok ' "$1" | grep -civE '# skip')
-	s=$(grep -ciE '^(not )?ok .*# skip' "$1")
-	f=$(grep -E '^not ok ' "$1" | grep -civE '# skip')
-	pass=$((pass + p))
-	skip=$((skip + s))
-	fail=$((fail + f))
+# The counting itself is tested first: a runner that cannot see a failure makes every
+# other line below worthless.
+run_selftest() {
+	local out="$log/runner-selftest.tap" rc
+
+	echo "# runner: tests/runner/selftest.sh"
+	tests/runner/selftest.sh >"$out" 2>"$out.err"
+	rc=$?
+	sed 's/^/  /' "$out"
+	if ! tap_count runner-selftest "$out" $rc && [ -s "$out.err" ]; then
+		sed 's/^/  # /' "$out.err" | tail -40
+	fi
 }
 
 run_unit() { # runner prefix...
-	local t out rc
+	local t name out rc found=0
+
 	for t in "$build"/tests/test_*; do
-		[ -x "$t" ] || continue
-		out="$log/$(basename "$t").tap"
-		echo "# unit: $(basename "$t")"
+		if [ ! -f "$t" ] || [ ! -x "$t" ]; then
+			continue
+		fi
+		found=1
+		name=$(basename "$t")
+		out="$log/$name.tap"
+		echo "# unit: $name"
 		CMOCKA_MESSAGE_OUTPUT=TAP "$@" "$t" >"$out" 2>"$out.err"
 		rc=$?
 		sed 's/^/  /' "$out"
-		count_tap "$out"
-		if [ $rc -ne 0 ] && ! grep -qE '^not ok ' "$out"; then
-			echo "not ok - $(basename "$t") exited with status $rc"
-			sed 's/^/  # /' "$out.err" | tail -40
-			fail=$((fail + 1))
-		elif [ -s "$out.err" ] && [ $rc -ne 0 ]; then
+		if ! tap_count "$name" "$out" $rc && [ -s "$out.err" ]; then
 			sed 's/^/  # /' "$out.err" | tail -40
 		fi
 	done
+	# A wrong or unbuilt BUILD_DIR would otherwise run nothing and pass.
+	[ $found -eq 1 ] || tap_fail_one "unit: no test binaries in $build/tests (make unit-tests)"
 }
 
 run_bats() { # files...
-	local out="$log/bats.tap"
+	local out="$log/bats.tap" rc
+
 	if ! command -v bats >/dev/null; then
-		echo "not ok - bats is not installed (run make deps)"
-		fail=$((fail + 1))
+		tap_fail_one "bats is not installed (run make deps)"
 		return
 	fi
 	echo "# integration: bats $*"
 	bats --tap "$@" 2>&1 | tee "$out"
-	count_tap "$out"
+	rc=${PIPESTATUS[0]}
+	tap_count bats "$out" "$rc"
 }
 
 run_fuzz() { # seconds per harness
-	local out="$log/fuzz.tap"
+	local out="$log/fuzz.tap" rc
+
 	echo "# fuzz: tests/fuzz/run.sh $1"
 	tests/fuzz/run.sh "$1" 2>&1 | tee "$out"
-	count_tap "$out"
+	rc=${PIPESTATUS[0]}
+	tap_count fuzz "$out" "$rc"
 }
 
 case "$what" in
-unit) run_unit ;;
+unit)
+	run_selftest
+	run_unit
+	;;
 fuzz) run_fuzz "${TD_FUZZ_SECONDS:-10}" ;;
 bats) run_bats tests/bats ;;
 all)
+	run_selftest
 	run_unit
 	run_bats tests/bats
 	run_fuzz "${TD_FUZZ_SECONDS:-10}"
@@ -92,9 +115,8 @@ sanitizer)
 	fi
 	for f in "$log"/san/*; do
 		[ -e "$f" ] || continue
-		echo "not ok - sanitizer report $(basename "$f"):"
+		tap_fail_one "sanitizer report $(basename "$f"):"
 		sed 's/^/  # /' "$f" | head -150
-		fail=$((fail + 1))
 	done
 	;;
 valgrind)
@@ -105,15 +127,16 @@ valgrind)
 		run_bats $TD_VALGRIND_BATS
 	fi
 	;;
+tap)
+	file=${3:?usage: $0 BUILD tap FILE STATUS [SUITE]}
+	status=${4:?usage: $0 BUILD tap FILE STATUS [SUITE]}
+	tap_count "${5:-$(basename "$file")}" "$file" "$status"
+	;;
 *)
 	echo "usage: $0 BUILD unit|bats|fuzz|all|sanitizer|valgrind" >&2
+	echo "       $0 BUILD tap FILE STATUS [SUITE]" >&2
 	exit 2
 	;;
 esac
 
-if [ $skip -gt 0 ]; then
-	echo "$pass passed, $fail failed, $skip skipped"
-else
-	echo "$pass passed, $fail failed"
-fi
-[ $fail -eq 0 ]
+tap_summary

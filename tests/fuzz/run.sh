@@ -15,7 +15,11 @@
 #
 # Without clang or libFuzzer every harness is reported as skipped. The
 # harnesses are built first with `make fuzz-build` (in FUZZ_BUILD, default
-# build/fuzz) unless --no-build is given. Exit status: 0 when nothing failed.
+# build/fuzz) unless --no-build is given; when that build fails, a harness it
+# did not remake is "not ok" (it may be stale) rather than run. A harness that
+# exits 0 without libFuzzer's final statistics, or replays fewer regression
+# inputs than it was given, is "not ok" too. Exit status: 0 when nothing failed
+# (and the build, when there was one, succeeded).
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here" || exit 1
@@ -44,12 +48,25 @@ shift
 fuzz_build=${FUZZ_BUILD:-build/fuzz}
 fuzz_cc=${FUZZ_CC:-clang}
 
-names=("$@")
-if [ ${#names[@]} -eq 0 ]; then
+# Each name once: two jobs of one harness would share its scratch files.
+names=()
+declare -A seen=()
+if [ $# -eq 0 ]; then
 	for f in tests/fuzz/fuzz_*.c; do
+		[ -e "$f" ] || continue
 		n=$(basename "$f" .c)
-		names+=("${n#fuzz_}")
+		set -- "$@" "${n#fuzz_}"
 	done
+fi
+for n in "$@"; do
+	[ -n "${seen[$n]:-}" ] || names+=("$n")
+	seen[$n]=1
+done
+# No harness at all is a failure, not an empty (and so green) plan.
+if [ ${#names[@]} -eq 0 ]; then
+	echo "1..1"
+	echo "not ok 1 - no fuzz harnesses (tests/fuzz/fuzz_*.c)"
+	exit 1
 fi
 echo "1..${#names[@]}"
 
@@ -62,8 +79,26 @@ skip_all() { # reason
 	exit 0
 }
 
-work=$(mktemp -d /tmp/tagdisk-fuzz.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d /tmp/tagdisk-fuzz.XXXXXX) || exit 1
+
+# Killed half-way: stop the harnesses still running (each job is a run_one subshell
+# whose child is the fuzzer) before their scratch directory goes. The TAP plan is out
+# already, so whoever reads this run sees the missing results.
+cleanup() {
+	local job kids
+
+	for job in $(jobs -p); do
+		kids=$(pgrep -P "$job")
+		kill "$job" 2>/dev/null
+		# shellcheck disable=SC2086 # one pid per word
+		[ -z "$kids" ] || kill $kids 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # libFuzzer ships with clang's runtime (Debian: libclang-rt-14-dev), not with clang itself.
 if ! command -v "$fuzz_cc" >/dev/null; then
@@ -76,10 +111,17 @@ if ! "$fuzz_cc" -fsanitize=fuzzer,address,undefined -o "$work/probe" "$work/prob
 	skip_all "$fuzz_cc cannot link libFuzzer ($(head -c 160 "$work/probe.log" | tr '\n' ' '))"
 fi
 
+build_failed=0
 if [ $build_first -eq 1 ]; then
 	echo "# building the harnesses in $fuzz_build"
-	make --no-print-directory -k fuzz-build FUZZ_BUILD="$fuzz_build" FUZZ_CC="$fuzz_cc" \
-		>"$work/build.log" 2>&1 || sed 's/^/# /' "$work/build.log" | tail -40
+	# Binaries not newer than this were not remade by the build below.
+	touch "$work/build.stamp"
+	if ! make --no-print-directory -k fuzz-build FUZZ_BUILD="$fuzz_build" FUZZ_CC="$fuzz_cc" \
+		>"$work/build.log" 2>&1; then
+		build_failed=1
+		echo "# make fuzz-build failed:"
+		sed 's/^/# /' "$work/build.log" | tail -40
+	fi
 fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -91,10 +133,15 @@ run_one() {
 	local corpus="$work/corpus/$1" art="$work/art/$1/" result="$work/$1.result"
 	local flags=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10
 		-rss_limit_mb=2048 -artifact_prefix="$art")
-	local rc execs cov ft corp regress=() nreg=0 input
+	local rc execs cov ft corp regress=() nreg=0 input ran
 
 	if [ ! -x "$bin" ]; then
 		echo "not ok - fuzz_$name was not built (see the build messages above)" >"$result"
+		return
+	fi
+	# After a failed build an old binary would test old code and pass: do not run it.
+	if [ $build_failed -eq 1 ] && ! [ "$bin" -nt "$work/build.stamp" ]; then
+		echo "not ok - fuzz_$name was not remade by the failed build (it may be stale)" >"$result"
 		return
 	fi
 	mkdir -p "$corpus" "$art"
@@ -119,6 +166,15 @@ run_one() {
 		} >"$result"
 		return
 	fi
+	# libFuzzer prints its final statistics only when it ran to the end: without them
+	# (or with nothing executed) the harness left early, whatever its status says.
+	if [ -z "$execs" ] || [ "$execs" -eq 0 ]; then
+		{
+			echo "not ok - fuzz_$name exited 0 but executed ${execs:-no} inputs (no final statistics)"
+			tail -4 "$log" | sed 's/^/# /'
+		} >"$result"
+		return
+	fi
 
 	if [ -d "tests/fuzz/regress/$name" ]; then
 		while IFS= read -r -d '' input; do
@@ -135,6 +191,12 @@ run_one() {
 				grep -E 'Running:|ERROR|SUMMARY|check failed|runtime error' \
 					"$log.regress" | tail -6 | sed 's/^/# /'
 			} >"$result"
+			return
+		fi
+		# One "Executed FILE in N ms" per input: fewer means some were never replayed.
+		ran=$(grep -c '^Executed ' "$log.regress")
+		if [ "$ran" -ne "$nreg" ]; then
+			echo "not ok - fuzz_$name: replayed $ran of $nreg regression inputs" >"$result"
 			return
 		fi
 	fi
@@ -168,12 +230,22 @@ for name in "${names[@]}"; do
 done
 wait
 
+# One numbered line per harness, in order; a job that died (or wrote something else)
+# leaves no well-formed result, and that is a failure too.
 i=0 failed=0
 for name in "${names[@]}"; do
 	i=$((i + 1))
-	line=$(head -1 "$work/$name.result" 2>/dev/null || echo "not ok - fuzz_$name left no result")
+	line=$(head -1 "$work/$name.result" 2>/dev/null)
+	case "$line" in
+	"ok - "* | "not ok - "*) ;;
+	*) line="not ok - fuzz_$name left no result" ;;
+	esac
 	echo "${line/ok - /ok $i - }"
 	tail -n +2 "$work/$name.result" 2>/dev/null
 	case "$line" in not*) failed=$((failed + 1)) ;; esac
 done
+if [ $build_failed -eq 1 ]; then
+	echo "# make fuzz-build failed (see above): this run is a failure"
+	exit 1
+fi
 [ $failed -eq 0 ]
