@@ -9,6 +9,11 @@
  * every deadline decision is exact. Expected dispatch orders are worked out
  * by hand in comments from the rules at the top of src/elv_deadline.c.
  *
+ * Tests of one shape are tables of cases: each row is its own cmocka test,
+ * named after the behaviour it pins, run by one function (the row reaches
+ * it through the fixture). Dispatch orders are scripts: requests added, the
+ * clock moved, and the start sectors each dispatch must return.
+ *
  * Dispatched and merged-away requests go straight back to the pool, so the
  * teardown also catches a request the elevator forgot to give back.
  */
@@ -25,6 +30,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "tagdisk/elevator.h"
+#include "unit_util.h"
 
 #define NR_REQUESTS 64
 #define NR_BIOS	    (TD_RQ_MAX_BIOS + 64)
@@ -41,6 +47,7 @@ struct fixture {
 	struct td_elevator *e;
 	struct td_bio bios[NR_BIOS];
 	unsigned int nr_bios;
+	const void *row; /* the table row a table's test runs, or NULL */
 };
 
 static uint64_t fake_now(void *ctx)
@@ -56,12 +63,14 @@ static void end_io_unused(struct td_bio *bio, int err)
 	(void)err;
 }
 
+/* *@state comes in as the test's prestate (a table row, or NULL) and leaves as the fixture. */
 static int fx_setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 
 	if (!fx)
 		return -1;
+	fx->row = *state;
 	fx->clock = (struct td_clock){ .now_ns = fake_now, .ctx = fx };
 	fx->tunables = (struct td_elv_tunables){
 		.read_expire_ms = 500,
@@ -252,6 +261,83 @@ static void expect_chain(const struct td_request *rq, struct td_bio *const *want
 	expect_chain(rq, (struct td_bio *const[]){ __VA_ARGS__ },                          \
 		     sizeof((struct td_bio *const[]){ __VA_ARGS__ }) / sizeof(struct td_bio *))
 
+/* ---- tables of cases ------------------------------------------------------------------- */
+
+/*
+ * The cmocka tests of the program: one per unique test and one per table
+ * row (struct test_list in unit_util.h; fx_setup moves the row into the fixture).
+ */
+#define ADD_TEST(l, fn)	   TL_ADD_TEST(l, fn)
+#define ADD_FX_TEST(l, fn) test_list_add(l, #fn, fn, fx_setup, fx_teardown, NULL)
+#define ADD_TABLE(l, fn, setup, teardown, table) TL_ADD_TABLE(l, fn, setup, teardown, table)
+#define ADD_FX_TABLE(l, fn, table) ADD_TABLE(l, fn, fx_setup, fx_teardown, table)
+
+/*
+ * A script: what happens to the elevator, step by step, and what each
+ * dispatch must return. Scripts end with END.
+ */
+enum step_kind { STEP_END = 0, STEP_AT, STEP_ADD, STEP_DISPATCH, STEP_COUNT };
+
+struct step {
+	enum step_kind kind;
+	uint64_t ns;	      /* AT: set the fake clock */
+	enum td_op op;	      /* ADD: a request of one bio */
+	uint64_t sector;
+	uint32_t nr_sectors;
+	unsigned int flags;
+	bool force;	      /* DISPATCH, expecting the start sectors @want (NONE: nothing) */
+	const uint64_t *want;
+	size_t n;
+	uint32_t count;	      /* COUNT: td_elv_count(), and td_elv_has_work() agrees */
+};
+
+#define END		{ .kind = STEP_END }
+#define AT_NS(t)	{ .kind = STEP_AT, .ns = (t) }
+#define AT_MS(t)	AT_NS((uint64_t)(t) * MS)
+#define ADD(o, s, n, f)                                                                      \
+	{ .kind = STEP_ADD, .op = (o), .sector = (s), .nr_sectors = (n), .flags = (f) }
+#define RD(s)		ADD(TD_OP_READ, s, 8, 0)
+#define WR(s)		ADD(TD_OP_WRITE, s, 8, 0)
+#define WR_FUA(s)	ADD(TD_OP_WRITE, s, 8, TD_BIO_FUA)
+#define DISC(s)		ADD(TD_OP_DISCARD, s, 8, 0)
+#define WZ(s)		ADD(TD_OP_WRITE_ZEROES, s, 8, 0)
+#define SECTORS(...)                                                                         \
+	.want = (const uint64_t[]){ __VA_ARGS__ },                                           \
+	.n = sizeof((const uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t)
+#define OUT(...)	{ .kind = STEP_DISPATCH, SECTORS(__VA_ARGS__) }
+#define DRAIN(...)	{ .kind = STEP_DISPATCH, .force = true, SECTORS(__VA_ARGS__) }
+#define COUNT(c)	{ .kind = STEP_COUNT, .count = (c) }
+#define SCRIPT(...)	((const struct step[]){ __VA_ARGS__, END })
+
+static struct td_request *step_add(struct fixture *fx, const struct step *s)
+{
+	assert_int_equal(s->kind, STEP_ADD);
+	return fx_add(fx, s->op, s->sector, s->nr_sectors, s->flags);
+}
+
+static void run_script(struct fixture *fx, const struct step *script)
+{
+	for (const struct step *s = script; s && s->kind != STEP_END; s++) {
+		switch (s->kind) {
+		case STEP_AT:
+			fx->now_ns = s->ns;
+			break;
+		case STEP_ADD:
+			step_add(fx, s);
+			break;
+		case STEP_DISPATCH:
+			expect_dispatch(fx, s->force, s->want, s->n);
+			break;
+		case STEP_COUNT:
+			assert_int_equal(td_elv_count(fx->e), s->count);
+			assert_int_equal(td_elv_has_work(fx->e), s->count > 0);
+			break;
+		default:
+			fail_msg("step %td: unknown kind %d", s - script, (int)s->kind);
+		}
+	}
+}
+
 /* ---- registry and life cycle ----------------------------------------------------------- */
 
 static void test_elv_find_returns_registered_types_only(void **state)
@@ -265,58 +351,72 @@ static void test_elv_find_returns_registered_types_only(void **state)
 	assert_null(td_elv_find("noop "));
 }
 
-static void test_elv_names_lists_registry_like_snprintf(void **state)
+/*
+ * td_elv_names() into a buffer of @size (or NULL) returns the full length,
+ * like snprintf, writes @want (NULL: nothing) and no byte past @size.
+ */
+struct names_case {
+	const char *name;
+	size_t size;
+	bool null_buf;
+	const char *want;
+};
+
+static const struct names_case names_cases[] = {
+	{ "test_elv_names_lists_registry", 64, false, "deadline, noop" },
+	{ "test_elv_names_truncates_like_snprintf", 6, false, "deadl" },
+	{ "test_elv_names_fits_with_room_for_terminator", 15, false, "deadline, noop" },
+	{ "test_elv_names_terminator_replaces_last_char", 14, false, "deadline, noo" },
+	{ "test_elv_names_cuts_inside_separator", 10, false, "deadline," },
+	{ "test_elv_names_size_0_writes_nothing", 0, false, NULL },
+	{ "test_elv_names_null_buffer_of_size_0", 0, true, NULL },
+};
+
+static void run_names_case(void **state)
 {
+	const struct names_case *c = *state;
 	char buf[64];
-	char small[6];
-
-	(void)state;
-	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(td_elv_names(buf, sizeof(buf)), strlen("deadline, noop"));
-	assert_string_equal(buf, "deadline, noop");
-
-	/* Truncated like snprintf: the full length is returned, the buffer stays terminated. */
-	memset(small, 'x', sizeof(small));
-	assert_int_equal(td_elv_names(small, sizeof(small)), 14);
-	assert_string_equal(small, "deadl");
 
 	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(td_elv_names(buf, 15), 14);
-	assert_string_equal(buf, "deadline, noop");
-	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(td_elv_names(buf, 14), 14);
-	assert_string_equal(buf, "deadline, noo");
-	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(td_elv_names(buf, 10), 14); /* cut inside the separator */
-	assert_string_equal(buf, "deadline,");
-
-	buf[0] = 'x';
-	assert_int_equal(td_elv_names(buf, 0), 14);
-	assert_int_equal(buf[0], 'x');
-	assert_int_equal(td_elv_names(NULL, 0), 14);
+	assert_int_equal(td_elv_names(c->null_buf ? NULL : buf, c->size), strlen("deadline, noop"));
+	if (c->want)
+		assert_string_equal(buf, c->want);
+	for (size_t i = c->size; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 'x');
 }
 
-static void test_elv_create_and_destroy_empty_of_each_type(void **state)
+struct create_case {
+	const char *name;
+	const struct td_elevator_type *type;
+	uint32_t nr_requests;
+};
+
+static const struct create_case create_cases[] = {
+	{ "test_elv_create_and_destroy_empty_noop_0_requests", &td_elv_noop, 0 },
+	{ "test_elv_create_and_destroy_empty_noop_1_request", &td_elv_noop, 1 },
+	{ "test_elv_create_and_destroy_empty_noop_17_requests", &td_elv_noop, 17 },
+	{ "test_elv_create_and_destroy_empty_noop_4m_requests", &td_elv_noop, 1U << 22 },
+	{ "test_elv_create_and_destroy_empty_deadline_0_requests", &td_elv_deadline, 0 },
+	{ "test_elv_create_and_destroy_empty_deadline_1_request", &td_elv_deadline, 1 },
+	{ "test_elv_create_and_destroy_empty_deadline_17_requests", &td_elv_deadline, 17 },
+	{ "test_elv_create_and_destroy_empty_deadline_4m_requests", &td_elv_deadline, 1U << 22 },
+};
+
+static void run_create_case(void **state)
 {
 	struct fixture *fx = *state;
-	const struct td_elevator_type *types[] = { &td_elv_noop, &td_elv_deadline };
-	static const uint32_t sizes[] = { 0, 1, 17, 1U << 22 };
+	const struct create_case *c = fx->row;
+	int err = 12345;
+	struct td_elevator *e = td_elv_create(c->type, &fx->eq, c->nr_requests, &err);
 
-	for (size_t t = 0; t < TD_ARRAY_SIZE(types); t++) {
-		for (size_t s = 0; s < TD_ARRAY_SIZE(sizes); s++) {
-			int err = 12345;
-			struct td_elevator *e = td_elv_create(types[t], &fx->eq, sizes[s], &err);
-
-			assert_non_null(e);
-			assert_int_equal(err, 12345);
-			assert_string_equal(td_elv_name(e), types[t]->name);
-			assert_int_equal(td_elv_count(e), 0);
-			assert_false(td_elv_has_work(e));
-			assert_null(td_elv_dispatch(e, false));
-			assert_null(td_elv_dispatch(e, true));
-			td_elv_destroy(e);
-		}
-	}
+	assert_non_null(e);
+	assert_int_equal(err, 12345);
+	assert_string_equal(td_elv_name(e), c->type->name);
+	assert_int_equal(td_elv_count(e), 0);
+	assert_false(td_elv_has_work(e));
+	assert_null(td_elv_dispatch(e, false));
+	assert_null(td_elv_dispatch(e, true));
+	td_elv_destroy(e);
 }
 
 static int failing_init(const struct td_elv_queue *eq, void **data)
@@ -411,20 +511,396 @@ static void test_elv_create_reports_enomem_when_hash_allocation_fails(void **sta
 	assert_int_equal(WEXITSTATUS(status), ENOMEM_CHILD_OK);
 }
 
-/* ---- noop ------------------------------------------------------------------------------ */
+/* ---- dispatch order -------------------------------------------------------------------- */
 
-static void test_noop_dispatches_in_insertion_order(void **state)
+/*
+ * An elevator of @type with the tunables given (0: the fixture's default,
+ * fifo_batch 16 and writes_starved 2) runs @setup, then @script.
+ */
+struct order_case {
+	const char *name;
+	const struct td_elevator_type *type;
+	uint32_t fifo_batch;
+	uint32_t writes_starved;
+	const struct step *setup; /* a scenario rows share, or NULL */
+	const struct step *script;
+};
+
+/*
+ * fifo_batch = 2. Reads at 0 and 100000 (far away) at t = 0; 8, 16, 24, 32 at
+ * t = 1 ms. The first batch starts at the FIFO head, 0, and sweeps to 8. The
+ * second batch continues the sweep (16): the far read has not expired.
+ */
+static const struct step read_expiry_scenario[] = {
+	AT_MS(0), RD(0), RD(100000), AT_MS(1), RD(8), RD(16), RD(24), RD(32),
+	OUT(0, 8, 16), END,
+};
+
+/*
+ * Writes only, fifo_batch = 1: writes at 8 and 100000 at t = 0, then 16 and
+ * 24 at t = 1 ms. 8 (FIFO head), then 16 (sweep). The third pick depends on
+ * whether the far write, now the FIFO head, has expired.
+ */
+static const struct step write_expiry_scenario[] = {
+	AT_MS(0), WR(8), WR(100000), AT_MS(1), WR(16), WR(24), OUT(8, 16), END,
+};
+
+/*
+ * fifo_batch = 4, ten reads 0, 8, ..., 72. Arrival: 0 at t = 0, 72 at
+ * t = 1 ms, the others at t = 2 ms. The first batch starts at the FIFO head
+ * (0) and takes 0, 8, 16, 24 in sector order; then a new batch is chosen.
+ */
+static const struct step fifo_batch_scenario[] = {
+	AT_MS(0), RD(0), AT_MS(1), RD(72),
+	AT_MS(2), RD(8), RD(16), RD(24), RD(32), RD(40), RD(48), RD(56), RD(64),
+	OUT(0, 8, 16, 24), END,
+};
+
+static const struct order_case order_cases[] = {
+	/* noop: first in, first out, whatever the operation. */
+	{ "test_noop_dispatches_in_insertion_order", &td_elv_noop,
+	  .script = SCRIPT(RD(100), WR(8), RD(50), COUNT(3), OUT(100, 8, 50, NONE), COUNT(0)) },
+	{ "test_noop_dispatches_dataless_requests_in_insertion_order", &td_elv_noop,
+	  .script = SCRIPT(DISC(0), WZ(100), WR(200), OUT(0, 100, 200, NONE)) },
+	{ "test_noop_force_dispatch_drains_in_order", &td_elv_noop,
+	  .script = SCRIPT(WR(40), RD(30), DISC(20), RD(10), DRAIN(40, 30, 20, 10, NONE, NONE)) },
+	/*
+	 * Nothing has been dispatched, so there is no sweep position: the batch
+	 * starts at the FIFO head, 300, the oldest read. Nothing lies above 300,
+	 * so the sweep has nothing further and the next batch starts at the FIFO
+	 * head again, now 100; from there the sweep goes up to 200. (The 2.6.24+
+	 * Linux rule. Older 2.6 kernels restarted at the lowest sector instead,
+	 * which would give 100, 200, 300.)
+	 */
+	{ "test_deadline_first_batch_starts_at_fifo_head_then_sweeps_up", &td_elv_deadline,
+	  .script = SCRIPT(RD(300), RD(100), RD(200), OUT(300, 100, 200, NONE)) },
+	/*
+	 * 100 is the FIFO head and the lowest sector. A read queued below the
+	 * sweep (150) waits for the next pass; one above (350) is taken on the
+	 * way: 300, 350, 400; then the sweep is out and restarts at the FIFO
+	 * head, 150.
+	 */
+	{ "test_deadline_sweep_continues_upwards_in_sector_order", &td_elv_deadline,
+	  .script = SCRIPT(RD(100), RD(400), RD(200), RD(300), OUT(100, 200),
+			   RD(150), RD(350), OUT(300, 350, 400, 150, NONE)) },
+	/* The discard is older, but reads win a new batch while writes are not starved. */
+	{ "test_deadline_prefers_reads_and_puts_discards_with_writes", &td_elv_deadline,
+	  .script = SCRIPT(DISC(0), WZ(50), RD(100), OUT(100, 0, 50, NONE)) },
+	/*
+	 * Reads (starved 0 -> 1): 100, 108. Writes are starved (1 >= 1): 0, 8,
+	 * leaving the write sweep at 16. Reads again (starved 0 -> 1): 116 from
+	 * the FIFO head, and the batch continues with the read sweep, 124, not
+	 * with the write that was next before the reads took over. Then 16.
+	 */
+	{ "test_deadline_new_batch_forgets_other_direction_sweep", &td_elv_deadline,
+	  .fifo_batch = 2, .writes_starved = 1,
+	  .script = SCRIPT(RD(100), RD(108), RD(116), RD(124), WR(0), WR(8), WR(16),
+			   OUT(100, 108, 0, 8, 116, 124, 16, NONE)) },
+	/*
+	 * 1. No batch: reads win (starved 0 -> 1); FIFO head 300; nothing above it.
+	 * 2. No next read: reads win (starved 1 -> 2); FIFO head 100; next 200.
+	 * 3. The batch continues with 200; nothing above it.
+	 * 4. No reads left: writes (starved reset); FIFO head 50; nothing above it.
+	 * 5. FIFO head 10.
+	 */
+	{ "test_deadline_force_dispatch_drains_in_deadline_order", &td_elv_deadline,
+	  .script = SCRIPT(RD(300), WR(50), RD(100), WR(10), RD(200), COUNT(5),
+			   DRAIN(300, 100, 200, 50, 10, NONE, NONE), COUNT(0)) },
+	/*
+	 * Batch 1: reads (starved 0 -> 1), FIFO head 0. Batch 2: reads
+	 * (starved 1 -> 2), sweep at 8. Batch 3: starved 2 >= 2, the write
+	 * (starved reset). Then no writes remain: reads from the FIFO head, 16,
+	 * sweeping (one per batch) to 40.
+	 */
+	{ "test_deadline_write_starvation_exact_sequence", &td_elv_deadline,
+	  .fifo_batch = 1, .writes_starved = 2,
+	  .script = SCRIPT(WR(1000), RD(0), RD(8), RD(16), RD(24), RD(32), RD(40),
+			   OUT(0, 8, 1000, 16, 24, 32, 40, NONE)) },
+	/*
+	 * At exactly t = read_expire_ms the far read's deadline has come. The
+	 * running batch is not interrupted (24), but the next batch starts at
+	 * the expired FIFO head instead of continuing at 32; after it the sweep
+	 * has nothing further and restarts at the FIFO head, 32.
+	 */
+	{ "test_deadline_expired_read_dispatched_before_sweep", &td_elv_deadline,
+	  .fifo_batch = 2, .setup = read_expiry_scenario,
+	  .script = SCRIPT(AT_MS(500), OUT(24, 100000, 32, NONE)) },
+	/* One nanosecond early. */
+	{ "test_deadline_unexpired_read_waits_for_sweep", &td_elv_deadline,
+	  .fifo_batch = 2, .setup = read_expiry_scenario,
+	  .script = SCRIPT(AT_NS(500 * MS - 1), OUT(24, 32, 100000, NONE)) },
+	/* Past read_expire_ms but not write_expire_ms: the sweep goes on. */
+	{ "test_deadline_write_not_expired_past_read_expire_ms", &td_elv_deadline,
+	  .fifo_batch = 1, .setup = write_expiry_scenario,
+	  .script = SCRIPT(AT_MS(4999), OUT(24)) },
+	{ "test_deadline_write_not_expired_one_ns_before_write_expire_ms", &td_elv_deadline,
+	  .fifo_batch = 1, .setup = write_expiry_scenario,
+	  .script = SCRIPT(AT_NS(5000 * MS - 1), OUT(24)) },
+	{ "test_deadline_write_expires_at_write_expire_ms", &td_elv_deadline,
+	  .fifo_batch = 1, .setup = write_expiry_scenario,
+	  .script = SCRIPT(AT_MS(5000), OUT(100000)) },
+	/* Nothing expired: the next batches continue the sweep, 32..56 then 64, 72. */
+	{ "test_deadline_fifo_batch_new_batch_continues_sweep", &td_elv_deadline,
+	  .fifo_batch = 4, .setup = fifo_batch_scenario,
+	  .script = SCRIPT(OUT(32, 40, 48, 56, 64, 72, NONE)) },
+	/*
+	 * 72 expired (queued at 1 ms, read_expire 500 ms); the others (2 ms) not
+	 * yet. The new batch starts at 72; above it is nothing, so the next batch
+	 * restarts at the FIFO head, 32, and takes four; then 64.
+	 */
+	{ "test_deadline_fifo_batch_new_batch_starts_at_expired_head", &td_elv_deadline,
+	  .fifo_batch = 4, .setup = fifo_batch_scenario,
+	  .script = SCRIPT(AT_MS(501), OUT(72, 32, 40, 48, 56, 64, NONE)) },
+	/*
+	 * Everything expires mid-batch: the batch runs out its four (0, 8, 16,
+	 * 24); the next starts at the FIFO head, 1000.
+	 */
+	{ "test_deadline_fifo_batch_is_not_cut_by_expiry", &td_elv_deadline,
+	  .fifo_batch = 4,
+	  .script = SCRIPT(RD(0), RD(1000), AT_MS(1), RD(8), RD(16), RD(24), RD(32), RD(40),
+			   RD(48), OUT(0), AT_MS(10000), OUT(8, 16, 24, 1000, 32, 40, 48, NONE)) },
+};
+
+static void run_order_case(void **state)
 {
 	struct fixture *fx = *state;
+	const struct order_case *c = fx->row;
 
-	fx_start(fx, &td_elv_noop);
-	fx_read(fx, 100);
-	fx_write(fx, 8);
-	fx_read(fx, 50);
-	assert_int_equal(td_elv_count(fx->e), 3);
-	EXPECT_DISPATCH(fx, false, 100, 8, 50, NONE);
-	assert_false(td_elv_has_work(fx->e));
+	if (c->fifo_batch)
+		fx->tunables.fifo_batch = c->fifo_batch;
+	if (c->writes_starved)
+		fx->tunables.writes_starved = c->writes_starved;
+	fx_start(fx, c->type);
+	run_script(fx, c->setup);
+	run_script(fx, c->script);
 }
+
+
+/* ---- deadline: equal sectors, force ----------------------------------------------------- */
+
+static void test_deadline_equal_sectors_keep_arrival_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct td_request *first;
+	struct td_request *second;
+	struct td_request *third;
+
+	fx_start(fx, &td_elv_deadline);
+	fx_read(fx, 50);
+	first = fx_read(fx, 100);
+	second = fx_add(fx, TD_OP_READ, 100, 16, 0);
+	third = fx_add(fx, TD_OP_READ, 100, 4, 0);
+	/* The sweep from 50 meets the three equal starts in the order they arrived. */
+	EXPECT_DISPATCH(fx, false, 50);
+	assert_ptr_equal(td_elv_dispatch(fx->e, false), first);
+	td_rq_pool_put_locked(&fx->pool, first);
+	assert_ptr_equal(td_elv_dispatch(fx->e, false), second);
+	td_rq_pool_put_locked(&fx->pool, second);
+	assert_ptr_equal(td_elv_dispatch(fx->e, false), third);
+	td_rq_pool_put_locked(&fx->pool, third);
+	assert_int_equal(td_elv_count(fx->e), 0);
+}
+
+static void test_deadline_force_and_normal_dispatch_agree(void **state)
+{
+	struct fixture *fx = *state;
+	uint64_t order[2][12];
+
+	for (int force = 0; force < 2; force++) {
+		fx_start(fx, &td_elv_deadline);
+		fx->now_ns = 0;
+		for (int i = 0; i < 12; i++) {
+			uint64_t sector = (uint64_t)((i * 7) % 12) * 16;
+
+			if (i % 3 == 2)
+				fx_write(fx, 1000 + sector);
+			else
+				fx_read(fx, sector);
+			fx->now_ns += 100 * MS;
+		}
+		for (int i = 0; i < 12; i++)
+			order[force][i] = fx_dispatch(fx, force);
+		assert_int_equal(fx_dispatch(fx, force), NONE);
+		td_elv_destroy(fx->e);
+		fx->e = NULL;
+	}
+	for (int i = 0; i < 12; i++)
+		assert_int_equal(order[0][i], order[1][i]);
+}
+
+/* ---- deadline: writes_starved ---------------------------------------------------------- */
+
+/*
+ * One write queued first, then reads kept coming (four always queued above
+ * the sweep, so no batch ends early): exactly @reads are dispatched before
+ * the write.
+ */
+struct starved_case {
+	const char *name;
+	uint32_t fifo_batch;
+	uint32_t writes_starved;
+	unsigned int reads;
+};
+
+static const struct starved_case starved_cases[] = {
+	/* One read per batch: exactly writes_starved read batches, then the write. */
+	{ "test_deadline_write_waits_2_batches_of_1_read", 1, 2, 2 },
+	{ "test_deadline_write_waits_5_batches_of_1_read", 1, 5, 5 },
+	/* Batches of three: two whole batches. */
+	{ "test_deadline_write_waits_2_batches_of_3_reads", 3, 2, 6 },
+	{ "test_deadline_write_waits_1_batch_of_2_reads", 2, 1, 2 },
+	/* writes_starved = 0: the write gets the very first batch. */
+	{ "test_deadline_write_gets_first_batch_when_writes_starved_0", 1, 0, 0 },
+};
+
+static void run_starved_case(void **state)
+{
+	struct fixture *fx = *state;
+	const struct starved_case *c = fx->row;
+	uint64_t next_read = 0;
+	unsigned int reads = 0;
+
+	fx->tunables.fifo_batch = c->fifo_batch;
+	fx->tunables.writes_starved = c->writes_starved;
+	fx_start(fx, &td_elv_deadline);
+	fx_write(fx, 1000000);
+	for (int i = 0; i < 4; i++, next_read += 8)
+		fx_read(fx, next_read);
+	for (;;) {
+		uint64_t sector = fx_dispatch(fx, false);
+
+		assert_int_not_equal(sector, NONE);
+		if (sector == 1000000)
+			break;
+		assert_int_equal(sector, (uint64_t)reads * 8); /* reads go in sector order */
+		reads++;
+		assert_true(reads < 100);
+		fx_read(fx, next_read);
+		next_read += 8;
+	}
+	assert_int_equal(reads, c->reads);
+}
+
+
+/* ---- merge lookups --------------------------------------------------------------------- */
+
+/* An elevator holding one request per step (ADD only), for lookups. */
+struct queued_set {
+	const struct td_elevator_type *type;
+	uint32_t max_sectors; /* 0: the fixture's 1024 */
+	struct step queued[5];
+};
+
+static const struct queued_set noop_read_write = { &td_elv_noop, 0, { RD(0), WR(100), END } };
+static const struct queued_set noop_plain_fua = { &td_elv_noop, 0, { WR(0), WR_FUA(100), END } };
+static const struct queued_set noop_dataless = {
+	&td_elv_noop, 0, { DISC(0), WZ(100), WR(200), END }
+};
+static const struct queued_set deadline_kinds = {
+	&td_elv_deadline, 0, { RD(100), WR(200), WR_FUA(300), DISC(400), END }
+};
+static const struct queued_set deadline_16_sectors = { &td_elv_deadline, 16, { RD(100), END } };
+
+/* Looking @bio up in @set finds @merge, into the @found-th queued request; nothing changes. */
+struct lookup_case {
+	const char *name;
+	const struct queued_set *set;
+	struct step bio; /* an ADD step */
+	enum td_elv_merge merge;
+	unsigned int found;
+};
+
+#define NO_MERGE      TD_ELV_NO_MERGE
+#define BACK_INTO(i)  TD_ELV_BACK_MERGE, (i)
+#define FRONT_INTO(i) TD_ELV_FRONT_MERGE, (i)
+
+static const struct lookup_case lookup_cases[] = {
+	{ "test_noop_write_does_not_back_merge_into_read", &noop_read_write, WR(8), NO_MERGE },
+	{ "test_noop_read_does_not_back_merge_into_write", &noop_read_write, RD(108), NO_MERGE },
+	{ "test_noop_discard_does_not_back_merge_into_write", &noop_read_write, DISC(108),
+	  NO_MERGE },
+	{ "test_noop_read_back_merges_into_read", &noop_read_write, RD(8), BACK_INTO(0) },
+	{ "test_noop_write_back_merges_into_write", &noop_read_write, WR(108), BACK_INTO(1) },
+	{ "test_noop_fua_write_does_not_back_merge_into_plain", &noop_plain_fua, WR_FUA(8),
+	  NO_MERGE },
+	{ "test_noop_plain_write_does_not_back_merge_into_fua", &noop_plain_fua, WR(108),
+	  NO_MERGE },
+	{ "test_noop_plain_write_back_merges_into_plain", &noop_plain_fua, WR(8), BACK_INTO(0) },
+	{ "test_noop_fua_write_back_merges_into_fua", &noop_plain_fua, WR_FUA(108),
+	  BACK_INTO(1) },
+	{ "test_noop_discard_never_merges", &noop_dataless, DISC(8), NO_MERGE },
+	{ "test_noop_write_zeroes_never_merges", &noop_dataless, WZ(108), NO_MERGE },
+	/* A flush "at" the end of a write, or anywhere, never merges. */
+	{ "test_noop_flush_at_end_of_write_never_merges", &noop_dataless,
+	  ADD(TD_OP_FLUSH, 208, 0, 0), NO_MERGE },
+	{ "test_noop_flush_at_sector_0_never_merges", &noop_dataless, ADD(TD_OP_FLUSH, 0, 0, 0),
+	  NO_MERGE },
+	/* Front and back of a read, with writes. */
+	{ "test_deadline_write_does_not_front_merge_into_read", &deadline_kinds, WR(92), NO_MERGE },
+	{ "test_deadline_write_does_not_back_merge_into_read", &deadline_kinds, WR(108), NO_MERGE },
+	/* Same direction, other op: dataless bios are refused before any lookup. */
+	{ "test_deadline_discard_does_not_front_merge_into_write", &deadline_kinds, DISC(192),
+	  NO_MERGE },
+	{ "test_deadline_write_zeroes_does_not_back_merge_into_write", &deadline_kinds, WZ(208),
+	  NO_MERGE },
+	/* FUA mismatch, both ways. */
+	{ "test_deadline_fua_write_does_not_front_merge_into_plain", &deadline_kinds, WR_FUA(192),
+	  NO_MERGE },
+	{ "test_deadline_plain_write_does_not_front_merge_into_fua", &deadline_kinds, WR(292),
+	  NO_MERGE },
+	{ "test_deadline_plain_write_does_not_back_merge_into_fua", &deadline_kinds, WR(308),
+	  NO_MERGE },
+	/* Discards never merge, front or back. */
+	{ "test_deadline_discard_does_not_front_merge_into_discard", &deadline_kinds, DISC(392),
+	  NO_MERGE },
+	{ "test_deadline_discard_does_not_back_merge_into_discard", &deadline_kinds, DISC(408),
+	  NO_MERGE },
+	/* Positive controls: the same positions with the matching kind do merge. */
+	{ "test_deadline_read_front_merges_into_read", &deadline_kinds, RD(92), FRONT_INTO(0) },
+	{ "test_deadline_fua_write_front_merges_into_fua", &deadline_kinds, WR_FUA(292),
+	  FRONT_INTO(2) },
+	{ "test_deadline_plain_write_back_merges_into_plain", &deadline_kinds, WR(208),
+	  BACK_INTO(1) },
+	/* max_sectors holds for front merges too. */
+	{ "test_deadline_front_merge_refused_past_max_sectors", &deadline_16_sectors,
+	  ADD(TD_OP_READ, 91, 9, 0), NO_MERGE },
+	{ "test_deadline_front_merge_allowed_up_to_max_sectors", &deadline_16_sectors, RD(92),
+	  FRONT_INTO(0) },
+};
+
+static void run_lookup_case(void **state)
+{
+	struct fixture *fx = *state;
+	const struct lookup_case *c = fx->row;
+	const struct step *q = c->set->queued;
+	struct td_request *rqs[TD_ARRAY_SIZE(c->set->queued)];
+	struct td_request *found;
+	uint32_t n = 0;
+
+	if (c->set->max_sectors)
+		fx->eq.max_sectors = c->set->max_sectors;
+	fx_start(fx, c->set->type);
+	for (; q[n].kind != STEP_END; n++)
+		rqs[n] = step_add(fx, &q[n]);
+	assert_int_equal(c->bio.kind, STEP_ADD);
+	assert_int_equal(fx_merge(fx, fx_bio(fx, c->bio.op, c->bio.sector, c->bio.nr_sectors,
+					      c->bio.flags), &found),
+			 c->merge);
+	if (c->merge == TD_ELV_NO_MERGE) {
+		assert_null(found);
+	} else {
+		assert_true(c->found < n);
+		assert_ptr_equal(found, rqs[c->found]);
+	}
+	assert_int_equal(td_elv_count(fx->e), n);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(rqs[i]->sector, q[i].sector);
+		assert_int_equal(rqs[i]->nr_sectors, q[i].nr_sectors);
+		assert_int_equal(rqs[i]->nr_bios, 1);
+	}
+}
+
+/* ---- noop: merges --------------------------------------------------------------------- */
 
 static void test_noop_back_merge_through_hash_grows_request(void **state)
 {
@@ -485,45 +961,6 @@ static void test_noop_never_front_merges(void **state)
 	assert_int_equal(rq->nr_sectors, 16);
 }
 
-static void test_noop_no_merge_across_ops(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *found;
-
-	fx_start(fx, &td_elv_noop);
-	fx_read(fx, 0);
-	fx_write(fx, 100);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 8, 8, 0), &found), TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 108, 8, 0), &found), TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_DISCARD, 108, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_null(found);
-	assert_int_equal(td_elv_count(fx->e), 2);
-}
-
-static void test_noop_no_merge_across_fua(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *plain;
-	struct td_request *fua;
-	struct td_request *found;
-
-	fx_start(fx, &td_elv_noop);
-	plain = fx_write(fx, 0);
-	fua = fx_add(fx, TD_OP_WRITE, 100, 8, TD_BIO_FUA);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 8, 8, TD_BIO_FUA), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 108, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	/* Same flag on both sides merges. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 8, 8, 0), &found),
-			 TD_ELV_BACK_MERGE);
-	assert_ptr_equal(found, plain);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 108, 8, TD_BIO_FUA), &found),
-			 TD_ELV_BACK_MERGE);
-	assert_ptr_equal(found, fua);
-}
-
 static void test_noop_no_merge_past_max_sectors(void **state)
 {
 	struct fixture *fx = *state;
@@ -572,393 +1009,6 @@ static void test_noop_no_merge_past_max_bios(void **state)
 	assert_int_equal(fx_merge(fx, bio, &found), TD_ELV_NO_MERGE);
 	assert_null(found);
 	assert_int_equal(td_elv_count(fx->e), 1);
-}
-
-static void test_noop_flush_and_discard_never_merge(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *found;
-
-	fx_start(fx, &td_elv_noop);
-	fx_add(fx, TD_OP_DISCARD, 0, 8, 0);
-	fx_add(fx, TD_OP_WRITE_ZEROES, 100, 8, 0);
-	fx_write(fx, 200);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_DISCARD, 8, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE_ZEROES, 108, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	/* A flush "at" the end of a write, or anywhere, never merges. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_FLUSH, 208, 0, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_FLUSH, 0, 0, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_null(found);
-	EXPECT_DISPATCH(fx, false, 0, 100, 200, NONE);
-}
-
-static void test_noop_force_dispatch_drains_in_order(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx_start(fx, &td_elv_noop);
-	fx_write(fx, 40);
-	fx_read(fx, 30);
-	fx_add(fx, TD_OP_DISCARD, 20, 8, 0);
-	fx_read(fx, 10);
-	EXPECT_DISPATCH(fx, true, 40, 30, 20, 10, NONE, NONE);
-}
-
-/* ---- deadline: order ------------------------------------------------------------------- */
-
-static void test_deadline_first_batch_starts_at_fifo_head_then_sweeps_up(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 300);
-	fx_read(fx, 100);
-	fx_read(fx, 200);
-	/*
-	 * Nothing has been dispatched, so there is no sweep position: the batch
-	 * starts at the FIFO head, 300, the oldest read. Nothing lies above 300,
-	 * so the sweep has nothing further and the next batch starts at the FIFO
-	 * head again, now 100; from there the sweep goes up to 200. (The 2.6.24+
-	 * Linux rule. Older 2.6 kernels restarted at the lowest sector instead,
-	 * which would give 100, 200, 300.)
-	 */
-	EXPECT_DISPATCH(fx, false, 300, 100, 200, NONE);
-}
-
-static void test_deadline_sweep_continues_upwards_in_sector_order(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 100); /* FIFO head, and the lowest sector */
-	fx_read(fx, 400);
-	fx_read(fx, 200);
-	fx_read(fx, 300);
-	EXPECT_DISPATCH(fx, false, 100, 200);
-	/* A read queued below the sweep waits for the next pass; one above is taken on the way. */
-	fx_read(fx, 150);
-	fx_read(fx, 350);
-	/* 300, 350, 400; then the sweep is out and restarts at the FIFO head, 150. */
-	EXPECT_DISPATCH(fx, false, 300, 350, 400, 150, NONE);
-}
-
-static void test_deadline_prefers_reads_and_puts_discards_with_writes(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_add(fx, TD_OP_DISCARD, 0, 8, 0);
-	fx_add(fx, TD_OP_WRITE_ZEROES, 50, 8, 0);
-	fx_read(fx, 100);
-	/* The discard is older, but reads win a new batch while writes are not starved. */
-	EXPECT_DISPATCH(fx, false, 100, 0, 50, NONE);
-}
-
-static void test_deadline_equal_sectors_keep_arrival_order(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *first;
-	struct td_request *second;
-	struct td_request *third;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 50);
-	first = fx_read(fx, 100);
-	second = fx_add(fx, TD_OP_READ, 100, 16, 0);
-	third = fx_add(fx, TD_OP_READ, 100, 4, 0);
-	/* The sweep from 50 meets the three equal starts in the order they arrived. */
-	EXPECT_DISPATCH(fx, false, 50);
-	assert_ptr_equal(td_elv_dispatch(fx->e, false), first);
-	td_rq_pool_put_locked(&fx->pool, first);
-	assert_ptr_equal(td_elv_dispatch(fx->e, false), second);
-	td_rq_pool_put_locked(&fx->pool, second);
-	assert_ptr_equal(td_elv_dispatch(fx->e, false), third);
-	td_rq_pool_put_locked(&fx->pool, third);
-	assert_int_equal(td_elv_count(fx->e), 0);
-}
-
-static void test_deadline_new_batch_forgets_other_direction_sweep(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx->tunables.fifo_batch = 2;
-	fx->tunables.writes_starved = 1;
-	fx_start(fx, &td_elv_deadline);
-	for (uint64_t s = 100; s <= 124; s += 8)
-		fx_read(fx, s);
-	for (uint64_t s = 0; s <= 16; s += 8)
-		fx_write(fx, s);
-	/*
-	 * Reads (starved 0 -> 1): 100, 108. Writes are starved (1 >= 1): 0, 8,
-	 * leaving the write sweep at 16. Reads again (starved 0 -> 1): 116 from
-	 * the FIFO head, and the batch continues with the read sweep, 124, not
-	 * with the write that was next before the reads took over. Then 16.
-	 */
-	EXPECT_DISPATCH(fx, false, 100, 108, 0, 8, 116, 124, 16, NONE);
-}
-
-static void test_deadline_force_dispatch_drains_in_deadline_order(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 300);
-	fx_write(fx, 50);
-	fx_read(fx, 100);
-	fx_write(fx, 10);
-	fx_read(fx, 200);
-	assert_int_equal(td_elv_count(fx->e), 5);
-	/*
-	 * 1. No batch: reads win (starved 0 -> 1); FIFO head 300; nothing above it.
-	 * 2. No next read: reads win (starved 1 -> 2); FIFO head 100; next 200.
-	 * 3. The batch continues with 200; nothing above it.
-	 * 4. No reads left: writes (starved reset); FIFO head 50; nothing above it.
-	 * 5. FIFO head 10.
-	 */
-	EXPECT_DISPATCH(fx, true, 300, 100, 200, 50, 10, NONE, NONE);
-	assert_false(td_elv_has_work(fx->e));
-}
-
-static void test_deadline_force_and_normal_dispatch_agree(void **state)
-{
-	struct fixture *fx = *state;
-	uint64_t order[2][12];
-
-	for (int force = 0; force < 2; force++) {
-		fx_start(fx, &td_elv_deadline);
-		fx->now_ns = 0;
-		for (int i = 0; i < 12; i++) {
-			uint64_t sector = (uint64_t)((i * 7) % 12) * 16;
-
-			if (i % 3 == 2)
-				fx_write(fx, 1000 + sector);
-			else
-				fx_read(fx, sector);
-			fx->now_ns += 100 * MS;
-		}
-		for (int i = 0; i < 12; i++)
-			order[force][i] = fx_dispatch(fx, force);
-		assert_int_equal(fx_dispatch(fx, force), NONE);
-		td_elv_destroy(fx->e);
-		fx->e = NULL;
-	}
-	for (int i = 0; i < 12; i++)
-		assert_int_equal(order[0][i], order[1][i]);
-}
-
-/* ---- deadline: expiry, fifo_batch, writes_starved --------------------------------------- */
-
-/*
- * fifo_batch = 2. Reads at 0 and 100000 (far away) at t = 0; 8, 16, 24, 32 at
- * t = 1 ms. The first batch starts at the FIFO head, 0, and sweeps to 8. The
- * second batch continues the sweep (16): the far read has not expired.
- */
-static void deadline_expiry_scenario(struct fixture *fx)
-{
-	fx->tunables.fifo_batch = 2;
-	fx_start(fx, &td_elv_deadline);
-	fx->now_ns = 0;
-	fx_read(fx, 0);
-	fx_read(fx, 100000);
-	fx->now_ns = 1 * MS;
-	fx_read(fx, 8);
-	fx_read(fx, 16);
-	fx_read(fx, 24);
-	fx_read(fx, 32);
-	EXPECT_DISPATCH(fx, false, 0, 8, 16);
-}
-
-static void test_deadline_expired_read_dispatched_before_sweep(void **state)
-{
-	struct fixture *fx = *state;
-
-	deadline_expiry_scenario(fx);
-	/*
-	 * At exactly t = read_expire_ms the far read's deadline has come. The
-	 * running batch is not interrupted (24), but the next batch starts at
-	 * the expired FIFO head instead of continuing at 32; after it the sweep
-	 * has nothing further and restarts at the FIFO head, 32.
-	 */
-	fx->now_ns = 500 * MS;
-	EXPECT_DISPATCH(fx, false, 24, 100000, 32, NONE);
-}
-
-static void test_deadline_unexpired_read_waits_for_sweep(void **state)
-{
-	struct fixture *fx = *state;
-
-	deadline_expiry_scenario(fx);
-	fx->now_ns = 500 * MS - 1; /* one nanosecond early */
-	EXPECT_DISPATCH(fx, false, 24, 32, 100000, NONE);
-}
-
-/*
- * Writes only, fifo_batch = 1: writes at 8 and 100000 at t = 0, then 16 and
- * 24 at t = 1 ms. 8 (FIFO head), then 16 (sweep). The third pick depends on
- * whether the far write, now the FIFO head, has expired.
- */
-static uint64_t deadline_write_third_pick(struct fixture *fx, uint64_t now_ns)
-{
-	uint64_t third;
-
-	fx->tunables.fifo_batch = 1;
-	fx_start(fx, &td_elv_deadline);
-	fx->now_ns = 0;
-	fx_write(fx, 8);
-	fx_write(fx, 100000);
-	fx->now_ns = 1 * MS;
-	fx_write(fx, 16);
-	fx_write(fx, 24);
-	EXPECT_DISPATCH(fx, false, 8, 16);
-	fx->now_ns = now_ns;
-	third = fx_dispatch(fx, false);
-	while (fx_dispatch(fx, true) != NONE)
-		;
-	td_elv_destroy(fx->e);
-	fx->e = NULL;
-	return third;
-}
-
-static void test_deadline_writes_expire_after_write_expire_ms(void **state)
-{
-	struct fixture *fx = *state;
-
-	/* Past read_expire_ms but not write_expire_ms: the sweep goes on. */
-	assert_int_equal(deadline_write_third_pick(fx, 4999 * MS), 24);
-	assert_int_equal(deadline_write_third_pick(fx, 5000 * MS - 1), 24);
-	assert_int_equal(deadline_write_third_pick(fx, 5000 * MS), 100000);
-}
-
-/*
- * One write queued first, then reads kept coming (four always queued above
- * the sweep, so no batch ends early). Return: the number of reads dispatched
- * before the write.
- */
-static unsigned int reads_before_write(struct fixture *fx, uint32_t fifo_batch,
-				       uint32_t writes_starved)
-{
-	uint64_t next_read = 0;
-	unsigned int reads = 0;
-
-	fx->tunables.fifo_batch = fifo_batch;
-	fx->tunables.writes_starved = writes_starved;
-	fx_start(fx, &td_elv_deadline);
-	fx_write(fx, 1000000);
-	for (int i = 0; i < 4; i++, next_read += 8)
-		fx_read(fx, next_read);
-	for (;;) {
-		uint64_t sector = fx_dispatch(fx, false);
-
-		assert_int_not_equal(sector, NONE);
-		if (sector == 1000000)
-			break;
-		assert_int_equal(sector, (uint64_t)reads * 8); /* reads go in sector order */
-		reads++;
-		assert_true(reads < 100);
-		fx_read(fx, next_read);
-		next_read += 8;
-	}
-	while (fx_dispatch(fx, true) != NONE)
-		;
-	td_elv_destroy(fx->e);
-	fx->e = NULL;
-	return reads;
-}
-
-static void test_deadline_write_dispatched_after_writes_starved_read_batches(void **state)
-{
-	struct fixture *fx = *state;
-
-	/* One read per batch: exactly writes_starved read batches, then the write. */
-	assert_int_equal(reads_before_write(fx, 1, 2), 2);
-	assert_int_equal(reads_before_write(fx, 1, 5), 5);
-	/* Batches of three: two whole batches. */
-	assert_int_equal(reads_before_write(fx, 3, 2), 6);
-	assert_int_equal(reads_before_write(fx, 2, 1), 2);
-	/* writes_starved = 0: the write gets the very first batch. */
-	assert_int_equal(reads_before_write(fx, 1, 0), 0);
-}
-
-static void test_deadline_write_starvation_exact_sequence(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx->tunables.fifo_batch = 1;
-	fx->tunables.writes_starved = 2;
-	fx_start(fx, &td_elv_deadline);
-	fx_write(fx, 1000);
-	for (uint64_t s = 0; s <= 40; s += 8)
-		fx_read(fx, s);
-	/*
-	 * Batch 1: reads (starved 0 -> 1), FIFO head 0. Batch 2: reads
-	 * (starved 1 -> 2), sweep at 8. Batch 3: starved 2 >= 2, the write
-	 * (starved reset). Then no writes remain: reads from the FIFO head, 16,
-	 * sweeping (one per batch) to 40.
-	 */
-	EXPECT_DISPATCH(fx, false, 0, 8, 1000, 16, 24, 32, 40, NONE);
-}
-
-/*
- * fifo_batch = 4, ten reads 0, 8, ..., 72. Arrival: 0 at t = 0, 72 at
- * t = 1 ms, the others at t = 2 ms. The first batch starts at the FIFO head
- * (0) and takes 0, 8, 16, 24 in sector order; then a new batch is chosen.
- */
-static void fifo_batch_scenario(struct fixture *fx)
-{
-	fx->tunables.fifo_batch = 4;
-	fx_start(fx, &td_elv_deadline);
-	fx->now_ns = 0;
-	fx_read(fx, 0);
-	fx->now_ns = 1 * MS;
-	fx_read(fx, 72);
-	fx->now_ns = 2 * MS;
-	for (uint64_t s = 8; s <= 64; s += 8)
-		fx_read(fx, s);
-	EXPECT_DISPATCH(fx, false, 0, 8, 16, 24);
-}
-
-static void test_deadline_fifo_batch_new_batch_continues_sweep(void **state)
-{
-	struct fixture *fx = *state;
-
-	fifo_batch_scenario(fx);
-	/* Nothing expired: the next batches continue the sweep, 32..56 then 64, 72. */
-	EXPECT_DISPATCH(fx, false, 32, 40, 48, 56, 64, 72, NONE);
-}
-
-static void test_deadline_fifo_batch_new_batch_starts_at_expired_head(void **state)
-{
-	struct fixture *fx = *state;
-
-	fifo_batch_scenario(fx);
-	/*
-	 * 72 expired (queued at 1 ms, read_expire 500 ms); the others (2 ms) not
-	 * yet. The new batch starts at 72; above it is nothing, so the next batch
-	 * restarts at the FIFO head, 32, and takes four; then 64.
-	 */
-	fx->now_ns = 501 * MS;
-	EXPECT_DISPATCH(fx, false, 72, 32, 40, 48, 56, 64, NONE);
-}
-
-static void test_deadline_fifo_batch_is_not_cut_by_expiry(void **state)
-{
-	struct fixture *fx = *state;
-
-	fx->tunables.fifo_batch = 4;
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 0);
-	fx_read(fx, 1000);
-	fx->now_ns = 1 * MS;
-	for (uint64_t s = 8; s <= 48; s += 8)
-		fx_read(fx, s);
-	EXPECT_DISPATCH(fx, false, 0);
-	fx->now_ns = 10000 * MS; /* everything expired mid-batch */
-	/* The batch runs out its four (0, 8, 16, 24); the next starts at the FIFO head, 1000. */
-	EXPECT_DISPATCH(fx, false, 8, 16, 24, 1000, 32, 40, 48, NONE);
 }
 
 /* ---- deadline: merges ------------------------------------------------------------------ */
@@ -1021,61 +1071,6 @@ static void test_deadline_front_merge_found_in_sort_tree_and_resorted(void **sta
 
 	/* Re-sorted: a (now at 84) comes before 95 in the sweep from 0. */
 	EXPECT_DISPATCH(fx, false, 0, 84, 95, 300, NONE);
-}
-
-static void test_deadline_no_merge_across_ops_or_fua(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *found;
-
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 100);
-	fx_write(fx, 200);
-	fx_add(fx, TD_OP_WRITE, 300, 8, TD_BIO_FUA);
-	fx_add(fx, TD_OP_DISCARD, 400, 8, 0);
-	/* Front and back of a read, with writes. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 92, 8, 0), &found), TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 108, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	/* Same direction, other op: dataless bios are refused before any lookup. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_DISCARD, 192, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE_ZEROES, 208, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	/* FUA mismatch, both ways. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 192, 8, TD_BIO_FUA), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 292, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 308, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	/* Discards never merge, front or back. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_DISCARD, 392, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_DISCARD, 408, 8, 0), &found),
-			 TD_ELV_NO_MERGE);
-	assert_null(found);
-	/* Positive controls: the same positions with the matching kind do merge. */
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 92, 8, 0), &found),
-			 TD_ELV_FRONT_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 292, 8, TD_BIO_FUA), &found),
-			 TD_ELV_FRONT_MERGE);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_WRITE, 208, 8, 0), &found),
-			 TD_ELV_BACK_MERGE);
-}
-
-static void test_deadline_front_merge_respects_max_sectors(void **state)
-{
-	struct fixture *fx = *state;
-	struct td_request *found;
-
-	fx->eq.max_sectors = 16;
-	fx_start(fx, &td_elv_deadline);
-	fx_read(fx, 100);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 91, 9, 0), &found), TD_ELV_NO_MERGE);
-	assert_null(found);
-	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 92, 8, 0), &found),
-			 TD_ELV_FRONT_MERGE);
 }
 
 static void test_deadline_back_merge_joins_next_request(void **state)
@@ -1303,86 +1298,73 @@ static void test_deadline_count_and_has_work_track_every_change(void **state)
 	assert_int_equal(td_elv_count(fx->e), 0);
 }
 
-static void test_elv_dispatched_request_leaves_merge_lookups(void **state)
+struct type_case {
+	const char *name;
+	const struct td_elevator_type *type;
+};
+
+static const struct type_case leaves_lookups_cases[] = {
+	{ "test_noop_dispatched_request_leaves_merge_lookups", &td_elv_noop },
+	{ "test_deadline_dispatched_request_leaves_merge_lookups", &td_elv_deadline },
+};
+
+static void run_leaves_lookups_case(void **state)
 {
 	struct fixture *fx = *state;
-	const struct td_elevator_type *types[] = { &td_elv_noop, &td_elv_deadline };
+	const struct type_case *c = fx->row;
+	struct td_request *rq;
+	struct td_request *found;
+	struct td_bio *back = fx_bio(fx, TD_OP_READ, 108, 8, 0);
 
-	for (size_t t = 0; t < TD_ARRAY_SIZE(types); t++) {
-		struct td_request *rq;
-		struct td_request *found;
-		struct td_bio *back = fx_bio(fx, TD_OP_READ, 108, 8, 0);
-
-		fx_start(fx, types[t]);
-		rq = fx_read(fx, 100);
-		assert_int_equal(fx_merge(fx, back, &found), TD_ELV_BACK_MERGE);
-		assert_null(fx_merge_bio(fx, found, back, TD_ELV_BACK_MERGE));
-		/*
-		 * rq is now the hint, in the hash and (deadline) in the tree; once
-		 * dispatched it is in none of them, though this test leaves it QUEUED.
-		 */
-		assert_ptr_equal(td_elv_dispatch(fx->e, false), rq);
-		assert_true(td_list_empty(&rq->hash));
-		assert_true(td_list_empty(&rq->fifo));
-		assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 116, 8, 0), &found),
-				 TD_ELV_NO_MERGE);
-		assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 92, 8, 0), &found),
-				 TD_ELV_NO_MERGE);
-		assert_null(found);
-		td_elv_completed(fx->e, rq);
-		td_rq_pool_put_locked(&fx->pool, rq);
-		td_elv_destroy(fx->e);
-		fx->e = NULL;
-	}
+	fx_start(fx, c->type);
+	rq = fx_read(fx, 100);
+	assert_int_equal(fx_merge(fx, back, &found), TD_ELV_BACK_MERGE);
+	assert_null(fx_merge_bio(fx, found, back, TD_ELV_BACK_MERGE));
+	/*
+	 * rq is now the hint, in the hash and (deadline) in the tree; once
+	 * dispatched it is in none of them, though this test leaves it QUEUED.
+	 */
+	assert_ptr_equal(td_elv_dispatch(fx->e, false), rq);
+	assert_true(td_list_empty(&rq->hash));
+	assert_true(td_list_empty(&rq->fifo));
+	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 116, 8, 0), &found),
+			 TD_ELV_NO_MERGE);
+	assert_int_equal(fx_merge(fx, fx_bio(fx, TD_OP_READ, 92, 8, 0), &found),
+			 TD_ELV_NO_MERGE);
+	assert_null(found);
+	td_elv_completed(fx->e, rq);
+	td_rq_pool_put_locked(&fx->pool, rq);
 }
+
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_elv_find_returns_registered_types_only),
-		cmocka_unit_test(test_elv_names_lists_registry_like_snprintf),
-		T(test_elv_create_and_destroy_empty_of_each_type),
-		T(test_elv_create_reports_init_failure),
-		T(test_elv_create_reports_enomem_when_hash_allocation_fails),
-		T(test_noop_dispatches_in_insertion_order),
-		T(test_noop_back_merge_through_hash_grows_request),
-		T(test_noop_never_front_merges),
-		T(test_noop_no_merge_across_ops),
-		T(test_noop_no_merge_across_fua),
-		T(test_noop_no_merge_past_max_sectors),
-		T(test_noop_no_merge_past_max_bios),
-		T(test_noop_flush_and_discard_never_merge),
-		T(test_noop_force_dispatch_drains_in_order),
-		T(test_deadline_first_batch_starts_at_fifo_head_then_sweeps_up),
-		T(test_deadline_sweep_continues_upwards_in_sector_order),
-		T(test_deadline_prefers_reads_and_puts_discards_with_writes),
-		T(test_deadline_equal_sectors_keep_arrival_order),
-		T(test_deadline_new_batch_forgets_other_direction_sweep),
-		T(test_deadline_force_dispatch_drains_in_deadline_order),
-		T(test_deadline_force_and_normal_dispatch_agree),
-		T(test_deadline_expired_read_dispatched_before_sweep),
-		T(test_deadline_unexpired_read_waits_for_sweep),
-		T(test_deadline_writes_expire_after_write_expire_ms),
-		T(test_deadline_write_dispatched_after_writes_starved_read_batches),
-		T(test_deadline_write_starvation_exact_sequence),
-		T(test_deadline_fifo_batch_new_batch_continues_sweep),
-		T(test_deadline_fifo_batch_new_batch_starts_at_expired_head),
-		T(test_deadline_fifo_batch_is_not_cut_by_expiry),
-		T(test_deadline_back_merge_grows_request),
-		T(test_deadline_front_merge_found_in_sort_tree_and_resorted),
-		T(test_deadline_no_merge_across_ops_or_fua),
-		T(test_deadline_front_merge_respects_max_sectors),
-		T(test_deadline_back_merge_joins_next_request),
-		T(test_deadline_request_merge_survivor_takes_earlier_deadline),
-		T(test_deadline_request_merge_survivor_keeps_its_earlier_deadline),
-		T(test_deadline_front_merge_bridges_gap_into_one_request),
-		T(test_deadline_front_merge_bridge_survivor_takes_earlier_deadline),
-		T(test_deadline_request_merge_stops_at_limits),
-		T(test_deadline_count_and_has_work_track_every_change),
-		T(test_elv_dispatched_request_leaves_merge_lookups),
-	};
-#undef T
+	static struct test_list l;
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	ADD_TEST(&l, test_elv_find_returns_registered_types_only);
+	ADD_TABLE(&l, run_names_case, NULL, NULL, names_cases);
+	ADD_FX_TABLE(&l, run_create_case, create_cases);
+	ADD_FX_TEST(&l, test_elv_create_reports_init_failure);
+	ADD_FX_TEST(&l, test_elv_create_reports_enomem_when_hash_allocation_fails);
+	ADD_FX_TABLE(&l, run_order_case, order_cases);
+	ADD_FX_TEST(&l, test_deadline_equal_sectors_keep_arrival_order);
+	ADD_FX_TEST(&l, test_deadline_force_and_normal_dispatch_agree);
+	ADD_FX_TABLE(&l, run_starved_case, starved_cases);
+	ADD_FX_TABLE(&l, run_lookup_case, lookup_cases);
+	ADD_FX_TEST(&l, test_noop_back_merge_through_hash_grows_request);
+	ADD_FX_TEST(&l, test_noop_never_front_merges);
+	ADD_FX_TEST(&l, test_noop_no_merge_past_max_sectors);
+	ADD_FX_TEST(&l, test_noop_no_merge_past_max_bios);
+	ADD_FX_TEST(&l, test_deadline_back_merge_grows_request);
+	ADD_FX_TEST(&l, test_deadline_front_merge_found_in_sort_tree_and_resorted);
+	ADD_FX_TEST(&l, test_deadline_back_merge_joins_next_request);
+	ADD_FX_TEST(&l, test_deadline_request_merge_survivor_takes_earlier_deadline);
+	ADD_FX_TEST(&l, test_deadline_request_merge_survivor_keeps_its_earlier_deadline);
+	ADD_FX_TEST(&l, test_deadline_front_merge_bridges_gap_into_one_request);
+	ADD_FX_TEST(&l, test_deadline_front_merge_bridge_survivor_takes_earlier_deadline);
+	ADD_FX_TEST(&l, test_deadline_request_merge_stops_at_limits);
+	ADD_FX_TEST(&l, test_deadline_count_and_has_work_track_every_change);
+	ADD_FX_TABLE(&l, run_leaves_lookups_case, leaves_lookups_cases);
+
+	return test_list_run(&l);
 }

@@ -3,10 +3,12 @@
  * test_request.c - unit tests for requests and their pool (src/request.c).
  *
  * Requests are built from bios on the stack and checked field by field. The
- * pool tests hold their own mutex in place of the queue lock. Back-pressure
- * is observed from outside: a helper thread asks for a request from an
- * exhausted pool and raises a flag once it has one; the flag must stay down
- * for a quiet period and rise only after the main thread returns a request.
+ * mergeability rules are tables of cases: each row is one cmocka test, named
+ * after the behaviour it pins, and run by one function. The pool tests hold
+ * their own mutex in place of the queue lock. Back-pressure is observed from
+ * outside: a helper thread asks for a request from an exhausted pool and
+ * raises a flag once it has one; the flag must stay down for a quiet period
+ * and rise only after the main thread returns a request.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +16,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "common/clock.h"
@@ -48,6 +52,54 @@ static void rq_from(struct td_request *rq, struct td_bio *bio)
 	rq_dirty(rq);
 	td_rq_init_from_bio(rq, bio);
 }
+
+/* ---- tables of cases ------------------------------------------------------------------- */
+
+/* A bio as a table row gives it. */
+struct bio_spec {
+	enum td_op op;
+	uint64_t sector;
+	uint32_t nr_sectors;
+	unsigned int flags;
+};
+
+#define RD(s, n)     { TD_OP_READ, (s), (n), 0 }
+#define WR(s, n)     { TD_OP_WRITE, (s), (n), 0 }
+#define WR_FUA(s, n) { TD_OP_WRITE, (s), (n), TD_BIO_FUA }
+#define DISC(s, n)   { TD_OP_DISCARD, (s), (n), 0 }
+#define WZ(s, n)     { TD_OP_WRITE_ZEROES, (s), (n), 0 }
+#define FLUSH	     { TD_OP_FLUSH, 0, 0, 0 }
+
+static void bio_from(struct td_bio *bio, const struct bio_spec *spec, int32_t pid)
+{
+	bio_set(bio, spec->op, spec->sector, spec->nr_sectors, NULL, pid);
+	bio->flags = spec->flags;
+}
+
+/*
+ * The request state a row forces after the request is made (the zero value,
+ * KEEP, leaves it QUEUED).
+ */
+enum forced_state { KEEP = 0, FORCE_FREE, FORCE_DISPATCH, FORCE_INFLIGHT };
+
+static void force_state(struct td_request *rq, enum forced_state s)
+{
+	static const enum td_rq_state map[] = {
+		[FORCE_FREE] = TD_RQ_FREE,
+		[FORCE_DISPATCH] = TD_RQ_DISPATCH,
+		[FORCE_INFLIGHT] = TD_RQ_INFLIGHT,
+	};
+
+	if (s != KEEP)
+		rq->state = map[s];
+}
+
+/*
+ * The cmocka tests of the program: one per unique test and one per table
+ * row (struct test_list in unit_util.h).
+ */
+#define ADD_TEST(l, fn)		TL_ADD_TEST(l, fn)
+#define ADD_TABLE(l, fn, table) TL_ADD_TABLE(l, fn, NULL, NULL, table)
 
 /* ---- td_rq_init_from_bio --------------------------------------------------------------- */
 
@@ -85,170 +137,126 @@ static void test_rq_init_from_bio_sets_every_field(void **state)
 	assert_int_equal(td_rq_end_sector(&rq), 4120);
 	assert_int_equal(td_rq_data_bytes(&rq), 24 * 512);
 }
+/* A request made from one bio (into a request full of garbage) and what it must hold. */
+struct init_case {
+	const char *name;
+	struct bio_spec bio;
+	unsigned int flags;  /* enum td_rq_flags */
+	uint32_t nr_sectors;
+	uint64_t data_bytes; /* td_rq_data_bytes() */
+};
 
-static void test_rq_init_from_bio_maps_fua_and_drops_stale_flags(void **state)
+/* The garbage (0xa5 bytes) has stale flag bits set: only FUA may come through, from the bio. */
+static const struct init_case init_cases[] = {
+	{ "test_rq_init_from_bio_maps_fua", WR_FUA(0, 8), TD_RQ_FUA, 8, 8 * 512 },
+	{ "test_rq_init_from_bio_drops_stale_flags", WR(0, 8), 0, 8, 8 * 512 },
+	{ "test_rq_data_bytes_counts_read_sectors", RD(64, 16), 0, 16, 16 * 512 },
+	{ "test_rq_data_bytes_is_zero_for_discard", DISC(64, 16), 0, 16, 0 },
+	{ "test_rq_data_bytes_is_zero_for_write_zeroes", WZ(64, 16), 0, 16, 0 },
+	{ "test_rq_data_bytes_is_zero_for_flush", FLUSH, 0, 0, 0 },
+};
+
+static void run_init_case(void **state)
 {
+	const struct init_case *c = *state;
 	struct td_request rq;
 	struct td_bio bio;
 
-	(void)state;
-	bio_set(&bio, TD_OP_WRITE, 0, 8, NULL, 1);
-	bio.flags = TD_BIO_FUA;
-	rq_from(&rq, &bio); /* the garbage includes TD_RQ_WRITE_TREE */
-	assert_int_equal(rq.flags, TD_RQ_FUA);
-
-	bio.flags = 0;
+	bio_from(&bio, &c->bio, 1);
 	rq_from(&rq, &bio);
-	assert_int_equal(rq.flags, 0);
-}
-
-static void test_rq_data_bytes_is_zero_for_dataless_ops(void **state)
-{
-	struct td_request rq;
-	struct td_bio bio;
-
-	(void)state;
-	bio_set(&bio, TD_OP_DISCARD, 64, 16, NULL, 1);
-	rq_from(&rq, &bio);
-	assert_int_equal(rq.nr_sectors, 16);
-	assert_int_equal(td_rq_data_bytes(&rq), 0);
-
-	bio_set(&bio, TD_OP_READ, 64, 16, NULL, 1);
-	rq_from(&rq, &bio);
-	assert_int_equal(td_rq_data_bytes(&rq), 16 * 512);
+	assert_int_equal(rq.state, TD_RQ_QUEUED);
+	assert_int_equal(rq.op, c->bio.op);
+	assert_int_equal(rq.flags, c->flags);
+	assert_int_equal(rq.sector, c->bio.sector);
+	assert_int_equal(rq.nr_sectors, c->nr_sectors);
+	assert_int_equal(td_rq_end_sector(&rq), c->bio.sector + c->nr_sectors);
+	assert_int_equal(td_rq_data_bytes(&rq), c->data_bytes);
 }
 
 /* ---- td_rq_bio_mergeable --------------------------------------------------------------- */
 
-static void test_rq_bio_mergeable_same_op_within_limits(void **state)
-{
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
+/*
+ * A request made from @first, then (when non-zero) given @state, @nr_sectors
+ * and @nr_bios, asked whether @bio may join it within @max_sectors.
+ */
+struct bio_mergeable_case {
+	const char *name;
+	struct bio_spec first;
+	struct bio_spec bio;
+	uint32_t max_sectors;
+	enum forced_state state;
+	uint32_t nr_sectors;
+	uint32_t nr_bios;
+	bool mergeable;
+};
 
-	(void)state;
-	bio_set(&first, TD_OP_READ, 0, 8, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_READ, 8, 8, NULL, 2);
-	assert_true(td_rq_bio_mergeable(&rq, &bio, 16));
+static const struct bio_mergeable_case bio_mergeable_cases[] = {
+	/* Same operation, within the limits. */
+	{ "test_rq_bio_mergeable_read_joins_read_up_to_max_sectors",
+	  RD(0, 8), RD(8, 8), 16, .mergeable = true },
+	{ "test_rq_bio_mergeable_write_joins_write",
+	  WR(0, 8), WR(8, 8), 16, .mergeable = true },
 	/* Contiguity is the caller's business: a far bio passes too. */
-	bio.sector = 1000;
-	assert_true(td_rq_bio_mergeable(&rq, &bio, 16));
+	{ "test_rq_bio_mergeable_leaves_contiguity_to_the_caller",
+	  RD(0, 8), RD(1000, 8), 16, .mergeable = true },
+	/* Another operation. */
+	{ "test_rq_bio_mergeable_rejects_write_into_read",
+	  RD(0, 8), WR(8, 8), 1024, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_read_into_write",
+	  WR(0, 8), RD(8, 8), 1024, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_discard_into_write",
+	  WR(0, 8), DISC(8, 8), 1024, .mergeable = false },
+	/* FUA must match. */
+	{ "test_rq_bio_mergeable_rejects_fua_into_plain",
+	  WR(0, 8), WR_FUA(8, 8), 1024, .mergeable = false },
+	{ "test_rq_bio_mergeable_fua_joins_fua",
+	  WR_FUA(0, 8), WR_FUA(8, 8), 1024, .mergeable = true },
+	{ "test_rq_bio_mergeable_rejects_plain_into_fua",
+	  WR_FUA(0, 8), WR(8, 8), 1024, .mergeable = false },
+	/* Dataless operations never merge, not even with their own kind. */
+	{ "test_rq_bio_mergeable_rejects_flush",
+	  FLUSH, FLUSH, 1024, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_discard",
+	  DISC(0, 8), DISC(8, 8), 1024, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_write_zeroes",
+	  WZ(0, 8), WZ(8, 8), 1024, .mergeable = false },
+	/* Only a QUEUED request takes bios. */
+	{ "test_rq_bio_mergeable_rejects_free_request",
+	  RD(0, 8), RD(8, 8), 1024, .state = FORCE_FREE, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_dispatched_request",
+	  RD(0, 8), RD(8, 8), 1024, .state = FORCE_DISPATCH, .mergeable = false },
+	{ "test_rq_bio_mergeable_rejects_inflight_request",
+	  RD(0, 8), RD(8, 8), 1024, .state = FORCE_INFLIGHT, .mergeable = false },
+	/* max_sectors, and a sum that must not wrap around 32 bits. */
+	{ "test_rq_bio_mergeable_rejects_one_sector_past_max_sectors",
+	  RD(0, 8), RD(8, 8), 15, .mergeable = false },
+	{ "test_rq_bio_mergeable_reaches_uint32_max_sectors",
+	  RD(0, 8), RD(8, 8), UINT32_MAX, .nr_sectors = UINT32_MAX - 8, .mergeable = true },
+	{ "test_rq_bio_mergeable_sector_sum_does_not_wrap",
+	  RD(0, 8), RD(8, 9), UINT32_MAX, .nr_sectors = UINT32_MAX - 8, .mergeable = false },
+	/* TD_RQ_MAX_BIOS. */
+	{ "test_rq_bio_mergeable_takes_the_last_bio_slot",
+	  WR(0, 1), WR(1, 1), UINT32_MAX, .nr_bios = TD_RQ_MAX_BIOS - 1, .mergeable = true },
+	{ "test_rq_bio_mergeable_rejects_past_max_bios",
+	  WR(0, 1), WR(1, 1), UINT32_MAX, .nr_bios = TD_RQ_MAX_BIOS, .mergeable = false },
+};
 
-	bio_set(&first, TD_OP_WRITE, 0, 8, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_WRITE, 8, 8, NULL, 2);
-	assert_true(td_rq_bio_mergeable(&rq, &bio, 16));
-}
-
-static void test_rq_bio_mergeable_rejects_other_op(void **state)
+static void run_bio_mergeable_case(void **state)
 {
+	const struct bio_mergeable_case *c = *state;
 	struct td_request rq;
 	struct td_bio first;
 	struct td_bio bio;
 
-	(void)state;
-	bio_set(&first, TD_OP_READ, 0, 8, NULL, 1);
+	bio_from(&first, &c->first, 1);
 	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_WRITE, 8, 8, NULL, 1);
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-
-	bio_set(&first, TD_OP_WRITE, 0, 8, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_READ, 8, 8, NULL, 1);
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-	bio_set(&bio, TD_OP_DISCARD, 8, 8, NULL, 1);
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-}
-
-static void test_rq_bio_mergeable_requires_same_fua(void **state)
-{
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
-
-	(void)state;
-	bio_set(&first, TD_OP_WRITE, 0, 8, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_WRITE, 8, 8, NULL, 1);
-	bio.flags = TD_BIO_FUA;
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-
-	first.flags = TD_BIO_FUA;
-	rq_from(&rq, &first);
-	assert_true(td_rq_bio_mergeable(&rq, &bio, 1024));
-	bio.flags = 0;
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-}
-
-static void test_rq_bio_mergeable_rejects_dataless_ops(void **state)
-{
-	static const enum td_op ops[] = { TD_OP_FLUSH, TD_OP_DISCARD, TD_OP_WRITE_ZEROES };
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
-
-	(void)state;
-	for (size_t i = 0; i < TD_ARRAY_SIZE(ops); i++) {
-		bio_set(&first, ops[i], 0, ops[i] == TD_OP_FLUSH ? 0 : 8, NULL, 1);
-		rq_from(&rq, &first);
-		bio_set(&bio, ops[i], ops[i] == TD_OP_FLUSH ? 0 : 8, ops[i] == TD_OP_FLUSH ? 0 : 8,
-			NULL, 1);
-		assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-	}
-}
-
-static void test_rq_bio_mergeable_requires_queued_state(void **state)
-{
-	static const enum td_rq_state states[] = { TD_RQ_FREE, TD_RQ_DISPATCH, TD_RQ_INFLIGHT };
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
-
-	(void)state;
-	bio_set(&first, TD_OP_READ, 0, 8, NULL, 1);
-	bio_set(&bio, TD_OP_READ, 8, 8, NULL, 1);
-	for (size_t i = 0; i < TD_ARRAY_SIZE(states); i++) {
-		rq_from(&rq, &first);
-		rq.state = states[i];
-		assert_false(td_rq_bio_mergeable(&rq, &bio, 1024));
-	}
-}
-
-static void test_rq_bio_mergeable_max_sectors_boundary(void **state)
-{
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
-
-	(void)state;
-	bio_set(&first, TD_OP_READ, 0, 8, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_READ, 8, 8, NULL, 1);
-	assert_true(td_rq_bio_mergeable(&rq, &bio, 16));
-	assert_false(td_rq_bio_mergeable(&rq, &bio, 15));
-
-	/* The sum must not wrap around 32 bits. */
-	rq.nr_sectors = UINT32_MAX - 8;
-	assert_true(td_rq_bio_mergeable(&rq, &bio, UINT32_MAX));
-	bio.nr_sectors = 9;
-	assert_false(td_rq_bio_mergeable(&rq, &bio, UINT32_MAX));
-}
-
-static void test_rq_bio_mergeable_max_bios_boundary(void **state)
-{
-	struct td_request rq;
-	struct td_bio first;
-	struct td_bio bio;
-
-	(void)state;
-	bio_set(&first, TD_OP_WRITE, 0, 1, NULL, 1);
-	rq_from(&rq, &first);
-	bio_set(&bio, TD_OP_WRITE, 1, 1, NULL, 1);
-	rq.nr_bios = TD_RQ_MAX_BIOS - 1;
-	assert_true(td_rq_bio_mergeable(&rq, &bio, UINT32_MAX));
-	rq.nr_bios = TD_RQ_MAX_BIOS;
-	assert_false(td_rq_bio_mergeable(&rq, &bio, UINT32_MAX));
+	force_state(&rq, c->state);
+	if (c->nr_sectors)
+		rq.nr_sectors = c->nr_sectors;
+	if (c->nr_bios)
+		rq.nr_bios = c->nr_bios;
+	bio_from(&bio, &c->bio, 2);
+	assert_int_equal(td_rq_bio_mergeable(&rq, &bio, c->max_sectors), c->mergeable);
 }
 
 /* ---- bio merges ------------------------------------------------------------------------ */
@@ -308,86 +316,79 @@ static void test_rq_front_merge_prepends_and_takes_start_and_pid(void **state)
 	assert_ptr_equal(rq.biotail, &a);
 	assert_int_equal(td_rq_end_sector(&rq), 108);
 }
-
 /* ---- request merges -------------------------------------------------------------------- */
 
-static void test_rq_rq_mergeable_contiguous_same_kind(void **state)
+/*
+ * Requests made from @a and @b, then (when non-zero) given states and bio
+ * counts, asked whether the one from @b may be appended to the one from @a.
+ */
+struct rq_mergeable_case {
+	const char *name;
+	struct bio_spec a;
+	struct bio_spec b;
+	uint32_t max_sectors;
+	enum forced_state a_state;
+	enum forced_state b_state;
+	uint32_t a_nr_bios;
+	uint32_t b_nr_bios;
+	bool mergeable;
+};
+
+static const struct rq_mergeable_case rq_mergeable_cases[] = {
+	/* Contiguous, same kind: only the limits decide. */
+	{ "test_rq_rq_mergeable_contiguous_writes_up_to_max_sectors",
+	  WR(0, 8), WR(8, 8), 16, .mergeable = true },
+	{ "test_rq_rq_mergeable_rejects_one_sector_past_max_sectors",
+	  WR(0, 8), WR(8, 8), 15, .mergeable = false },
+	/* Order matters: the second must start where the first ends. */
+	{ "test_rq_rq_mergeable_rejects_next_before_rq",
+	  WR(8, 8), WR(0, 8), 1024, .mergeable = false },
+	{ "test_rq_rq_mergeable_rejects_gap",
+	  WR(0, 8), WR(9, 8), 1024, .mergeable = false },
+	{ "test_rq_rq_mergeable_rejects_overlap",
+	  WR(0, 8), WR(7, 8), 1024, .mergeable = false },
+	/* Same kind: operation and FUA. */
+	{ "test_rq_rq_mergeable_rejects_read_after_write",
+	  WR(0, 8), RD(8, 8), 1024, .mergeable = false },
+	{ "test_rq_rq_mergeable_rejects_fua_after_plain",
+	  WR(0, 8), WR_FUA(8, 8), 1024, .mergeable = false },
+	{ "test_rq_rq_mergeable_fua_joins_fua",
+	  WR_FUA(0, 8), WR_FUA(8, 8), 1024, .mergeable = true },
+	{ "test_rq_rq_mergeable_rejects_discards",
+	  DISC(0, 8), DISC(8, 8), 1024, .mergeable = false },
+	/* Both QUEUED. */
+	{ "test_rq_rq_mergeable_rejects_dispatched_next",
+	  WR_FUA(0, 8), WR_FUA(8, 8), 1024, .b_state = FORCE_DISPATCH, .mergeable = false },
+	{ "test_rq_rq_mergeable_rejects_inflight_rq",
+	  WR_FUA(0, 8), WR_FUA(8, 8), 1024, .a_state = FORCE_INFLIGHT, .mergeable = false },
+	/* TD_RQ_MAX_BIOS between the two. */
+	{ "test_rq_rq_mergeable_fills_max_bios_together",
+	  RD(0, 8), RD(8, 8), 1024, .a_nr_bios = TD_RQ_MAX_BIOS - 10, .b_nr_bios = 10,
+	  .mergeable = true },
+	{ "test_rq_rq_mergeable_rejects_past_max_bios_together",
+	  RD(0, 8), RD(8, 8), 1024, .a_nr_bios = TD_RQ_MAX_BIOS - 10, .b_nr_bios = 11,
+	  .mergeable = false },
+};
+
+static void run_rq_mergeable_case(void **state)
 {
+	const struct rq_mergeable_case *c = *state;
 	struct td_request rq;
 	struct td_request next;
 	struct td_bio a;
 	struct td_bio b;
 
-	(void)state;
-	bio_set(&a, TD_OP_WRITE, 0, 8, NULL, 1);
-	bio_set(&b, TD_OP_WRITE, 8, 8, NULL, 2);
+	bio_from(&a, &c->a, 1);
+	bio_from(&b, &c->b, 2);
 	rq_from(&rq, &a);
 	rq_from(&next, &b);
-	assert_true(td_rq_rq_mergeable(&rq, &next, 16));
-	assert_false(td_rq_rq_mergeable(&rq, &next, 15));
-	/* Order matters: @next must start where @rq ends. */
-	assert_false(td_rq_rq_mergeable(&next, &rq, 1024));
-
-	next.sector = 9; /* a gap */
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-	next.sector = 7; /* an overlap */
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-}
-
-static void test_rq_rq_mergeable_rejects_other_kind_or_state(void **state)
-{
-	struct td_request rq;
-	struct td_request next;
-	struct td_bio a;
-	struct td_bio b;
-
-	(void)state;
-	bio_set(&a, TD_OP_WRITE, 0, 8, NULL, 1);
-	bio_set(&b, TD_OP_READ, 8, 8, NULL, 2);
-	rq_from(&rq, &a);
-	rq_from(&next, &b);
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-
-	b.op = TD_OP_WRITE;
-	b.flags = TD_BIO_FUA;
-	rq_from(&next, &b);
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-	a.flags = TD_BIO_FUA;
-	rq_from(&rq, &a);
-	assert_true(td_rq_rq_mergeable(&rq, &next, 1024));
-
-	next.state = TD_RQ_DISPATCH;
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-	next.state = TD_RQ_QUEUED;
-	rq.state = TD_RQ_INFLIGHT;
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-
-	a.op = TD_OP_DISCARD;
-	a.flags = 0;
-	b.op = TD_OP_DISCARD;
-	b.flags = 0;
-	rq_from(&rq, &a);
-	rq_from(&next, &b);
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
-}
-
-static void test_rq_rq_mergeable_max_bios_boundary(void **state)
-{
-	struct td_request rq;
-	struct td_request next;
-	struct td_bio a;
-	struct td_bio b;
-
-	(void)state;
-	bio_set(&a, TD_OP_READ, 0, 8, NULL, 1);
-	bio_set(&b, TD_OP_READ, 8, 8, NULL, 2);
-	rq_from(&rq, &a);
-	rq_from(&next, &b);
-	rq.nr_bios = TD_RQ_MAX_BIOS - 10;
-	next.nr_bios = 10;
-	assert_true(td_rq_rq_mergeable(&rq, &next, 1024));
-	next.nr_bios = 11;
-	assert_false(td_rq_rq_mergeable(&rq, &next, 1024));
+	force_state(&rq, c->a_state);
+	force_state(&next, c->b_state);
+	if (c->a_nr_bios)
+		rq.nr_bios = c->a_nr_bios;
+	if (c->b_nr_bios)
+		next.nr_bios = c->b_nr_bios;
+	assert_int_equal(td_rq_rq_mergeable(&rq, &next, c->max_sectors), c->mergeable);
 }
 
 static void test_rq_merge_requests_chains_and_empties_next(void **state)
@@ -621,32 +622,23 @@ static void test_rq_pool_get_blocks_when_empty_until_put(void **state)
 	td_mutex_unlock(&lock);
 	td_mutex_destroy(&lock);
 }
-
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rq_init_from_bio_sets_every_field),
-		cmocka_unit_test(test_rq_init_from_bio_maps_fua_and_drops_stale_flags),
-		cmocka_unit_test(test_rq_data_bytes_is_zero_for_dataless_ops),
-		cmocka_unit_test(test_rq_bio_mergeable_same_op_within_limits),
-		cmocka_unit_test(test_rq_bio_mergeable_rejects_other_op),
-		cmocka_unit_test(test_rq_bio_mergeable_requires_same_fua),
-		cmocka_unit_test(test_rq_bio_mergeable_rejects_dataless_ops),
-		cmocka_unit_test(test_rq_bio_mergeable_requires_queued_state),
-		cmocka_unit_test(test_rq_bio_mergeable_max_sectors_boundary),
-		cmocka_unit_test(test_rq_bio_mergeable_max_bios_boundary),
-		cmocka_unit_test(test_rq_back_merge_appends_and_keeps_start_and_pid),
-		cmocka_unit_test(test_rq_front_merge_prepends_and_takes_start_and_pid),
-		cmocka_unit_test(test_rq_rq_mergeable_contiguous_same_kind),
-		cmocka_unit_test(test_rq_rq_mergeable_rejects_other_kind_or_state),
-		cmocka_unit_test(test_rq_rq_mergeable_max_bios_boundary),
-		cmocka_unit_test(test_rq_merge_requests_chains_and_empties_next),
-		cmocka_unit_test(test_rq_fill_iov_one_entry_per_bio_in_order),
-		cmocka_unit_test(test_rq_fill_iov_handles_max_bios),
-		cmocka_unit_test(test_rq_pool_init_makes_every_request_free),
-		cmocka_unit_test(test_rq_pool_get_and_put_count_and_hand_out_distinct),
-		cmocka_unit_test(test_rq_pool_get_blocks_when_empty_until_put),
-	};
+	static struct test_list l;
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	ADD_TEST(&l, test_rq_init_from_bio_sets_every_field);
+	ADD_TABLE(&l, run_init_case, init_cases);
+	ADD_TABLE(&l, run_bio_mergeable_case, bio_mergeable_cases);
+	ADD_TEST(&l, test_rq_back_merge_appends_and_keeps_start_and_pid);
+	ADD_TEST(&l, test_rq_front_merge_prepends_and_takes_start_and_pid);
+	ADD_TABLE(&l, run_rq_mergeable_case, rq_mergeable_cases);
+	ADD_TEST(&l, test_rq_merge_requests_chains_and_empties_next);
+	ADD_TEST(&l, test_rq_fill_iov_one_entry_per_bio_in_order);
+	ADD_TEST(&l, test_rq_fill_iov_handles_max_bios);
+	ADD_TEST(&l, test_rq_pool_init_makes_every_request_free);
+	ADD_TEST(&l, test_rq_pool_get_and_put_count_and_hand_out_distinct);
+	ADD_TEST(&l, test_rq_pool_get_blocks_when_empty_until_put);
+
+	/* cmocka_run_group_tests() wants an array of fixed size; this is the function behind it. */
+	return test_list_run(&l);
 }

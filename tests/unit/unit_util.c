@@ -202,3 +202,25 @@ struct rec *rec_create(uint64_t size)
 	assert_int_equal(td_backend_mem_init(&r->inner, size), 0);
 	return r;
 }
+
+void test_list_add(struct test_list *l, const char *name, CMUnitTestFunction fn,
+		   CMFixtureFunction setup, CMFixtureFunction teardown, void *state)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->t = realloc(l->t, l->cap * sizeof(*l->t));
+		if (!l->t)
+			abort();
+	}
+	l->t[l->n++] = (struct CMUnitTest){ name, fn, setup, teardown, state };
+}
+
+int test_list_run(struct test_list *l)
+{
+	/* cmocka_run_group_tests() wants an array of fixed size; this is the function behind it. */
+	int failed = _cmocka_run_group_tests("tests", l->t, l->n, NULL, NULL);
+
+	free(l->t);
+	*l = (struct test_list){ 0 };
+	return failed;
+}

@@ -11,10 +11,13 @@
 #define TAGDISK_TESTS_UNIT_UTIL_H
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
 #include "tagdisk/drive.h"
 
 /* Return: CLOCK_MONOTONIC in nanoseconds. */
@@ -78,5 +81,27 @@ static inline struct td_backend rec_backend(struct rec *r)
 {
 	return (struct td_backend){ .ops = &rec_ops, .priv = r };
 }
+
+/*
+ * A list of cmocka tests built at run time, so that every row of a table of
+ * cases is a test of its own, named by the row (cmocka_unit_test_prestate
+ * would name each row after the function). A row is a struct whose first
+ * member is `const char *name`; the test gets a pointer to it as its state.
+ */
+struct test_list {
+	struct CMUnitTest *t;
+	size_t n;
+	size_t cap;
+};
+
+void test_list_add(struct test_list *l, const char *name, CMUnitTestFunction fn,
+		   CMFixtureFunction setup, CMFixtureFunction teardown, void *state);
+/* Run the list as one group and free it. Return: the number of failed tests. */
+int test_list_run(struct test_list *l);
+
+#define TL_ADD_TEST(l, fn) test_list_add(l, #fn, fn, NULL, NULL, NULL)
+#define TL_ADD_TABLE(l, fn, setup, teardown, table)                                          \
+	for (size_t i_ = 0; i_ < sizeof(table) / sizeof((table)[0]); i_++)                    \
+	test_list_add(l, (table)[i_].name, fn, setup, teardown, (void *)&(table)[i_])
 
 #endif /* TAGDISK_TESTS_UNIT_UTIL_H */
