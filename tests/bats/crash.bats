@@ -95,7 +95,9 @@ crash_cycles() {
 			>"$TD_DIR/acked" 2>"$TD_DIR/writer.err" &
 		WRITER=$!
 		# Let them get going, then pull the plug in the middle of their writes.
-		td_wait_until 30 awk 'END { exit !(NR >= 150) }' "$TD_DIR/acked"
+		td_wait_for 120 "150 fsyncs acknowledged (or the writer's end)" \
+			eval '[ "$(wc -l <"$TD_DIR/acked")" -ge 150 ] || ! kill -0 "$WRITER"' >/dev/null
+		[ "$(wc -l <"$TD_DIR/acked")" -ge 150 ] || { cat "$TD_DIR/writer.err" >&2; false; }
 		td_kill9
 		rc=0
 		wait "$WRITER" || rc=$?

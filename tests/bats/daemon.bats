@@ -12,7 +12,7 @@ teardown() { td_teardown; }
 # Wait for the daemon to stop after signal $1 and check it cleaned up after itself.
 stop_with_signal() {
 	kill "-$1" "$TD_PID"
-	td_wait_exit 30
+	td_wait_exit 60
 	[ "$TD_RC" -eq 0 ] || { cat "$TD_LOG" >&2; return 1; }
 	td_not_mounted "$TD_MNT"
 	[ ! -e "$TD_SOCK" ]
@@ -54,10 +54,15 @@ while True:
     print(n, flush=True)
 PY
 	local writer=$!
-	sleep 0.3
+	# SIGTERM once the writer is under way: after its first acknowledged write (or its end,
+	# if it failed: then writer.err says why).
+	td_wait_for 120 "the writer's first acknowledged write" \
+		eval '[ -s "$TD_DIR/acked" ] || ! kill -0 "$writer" 2>/dev/null'
+	cat "$TD_DIR/writer.err" >&2
+	[ -s "$TD_DIR/acked" ]
 	kill -TERM "$TD_PID"
 	wait "$writer" || true
-	td_wait_exit 30
+	td_wait_exit 60
 	[ "$TD_RC" -eq 0 ]
 	td_not_mounted "$TD_MNT"
 	cat "$TD_DIR/writer.err" >&2
@@ -136,7 +141,7 @@ PY
 	start_tagdiskd --size 256M
 	dd if=/dev/urandom of="$TD_DISK" bs=64k count=16 oflag=direct conv=notrunc status=none
 	fusermount3 -u "$TD_MNT"
-	td_wait_exit 30
+	td_wait_exit 60
 	[ "$TD_RC" -eq 0 ]
 	grep -q "fuse: $TD_MNT was unmounted, stopping" "$TD_LOG"
 	td_not_mounted "$TD_MNT"
@@ -170,7 +175,7 @@ with open(out, 'w', buffering=1) as f:
             break
 PY
 	NOTIFY_PID=$!
-	td_wait_until 10 grep -q listening "$2"
+	td_wait_until 60 grep -q listening "$2"
 }
 
 @test "with NOTIFY_SOCKET it sends READY=1 once the disk file is up, STATUS= lines, RELOADING=1 on SIGHUP and STOPPING=1 on SIGTERM" {
@@ -179,12 +184,12 @@ PY
 	export NOTIFY_SOCKET=$TD_DIR/notify.sock
 	start_tagdiskd --size 256M
 	unset NOTIFY_SOCKET
-	td_wait_until 10 grep -q '^disk_exists=' "$msgs"
+	td_wait_until 60 grep -q '^disk_exists=' "$msgs"
 	# A reload says so, and says when it is ready again.
 	kill -HUP "$TD_PID"
-	td_wait_until 10 grep -qx 'STATUS=serving (configuration reloaded)' "$msgs"
+	td_wait_until 60 grep -qx 'STATUS=serving (configuration reloaded)' "$msgs"
 	kill -TERM "$TD_PID"
-	td_wait_exit 30
+	td_wait_exit 60
 	[ "$TD_RC" -eq 0 ]
 	wait "$NOTIFY_PID"
 	cat "$msgs" >&2
@@ -209,7 +214,7 @@ PY
 	[ "$(td_status depth)" -eq 32 ]
 	printf '[queue]\nelevator = noop\n[tags]\ndepth = 8\n' >"$ini"
 	kill -HUP "$TD_PID"
-	td_wait_until 10 grep -q 'reload: depth 32 -> 8' "$TD_LOG"
+	td_wait_until 60 grep -q 'reload: depth 32 -> 8' "$TD_LOG"
 	[ "$(td_status elevator)" = noop ]
 	[ "$(td_status depth)" -eq 8 ]
 	grep -q 'reload: elevator deadline -> noop' "$TD_LOG"
@@ -226,14 +231,14 @@ PY
 	start_tagdiskd --size 256M -c "$ini"
 	printf '[queue]\nelevator = deadline\n[tags]\ndepth = abc\n' >"$ini"
 	kill -HUP "$TD_PID"
-	td_wait_until 10 grep -q 'keeping the current settings' "$TD_LOG"
+	td_wait_until 60 grep -q 'keeping the current settings' "$TD_LOG"
 	grep -q 'reload: \[tags\] depth = "abc": .*; keeping the current settings' "$TD_LOG"
 	[ "$(td_status elevator)" = noop ]
 	[ "$(td_status depth)" -eq 16 ]
 	# An unknown elevator is refused the same way.
 	printf '[queue]\nelevator = nosuch\n' >"$ini"
 	kill -HUP "$TD_PID"
-	td_wait_until 10 grep -q 'elevator = "nosuch"' "$TD_LOG"
+	td_wait_until 60 grep -q 'elevator = "nosuch"' "$TD_LOG"
 	[ "$(td_status elevator)" = noop ]
 	[ "$(td_status depth)" -eq 16 ]
 	dd if=/dev/urandom of="$TD_DIR/data" bs=4k count=64 status=none
@@ -248,7 +253,7 @@ PY
 	start_tagdiskd --size 256M -c "$ini"
 	printf '[queue]\nmode = bio\nelevator = noop\n[tags]\ndepth = 8\n[drive]\nmax_retries = 3\n' >"$ini"
 	kill -HUP "$TD_PID"
-	td_wait_until 10 grep -q 'reload: command_timeout_ms 30000, max_retries 3' "$TD_LOG"
+	td_wait_until 60 grep -q 'reload: command_timeout_ms 30000, max_retries 3' "$TD_LOG"
 	run grep -E 'reload: (depth|elevator)' "$TD_LOG"
 	[ "$status" -eq 1 ]
 	[ "$(td_status mode)" = bio ]
@@ -263,7 +268,7 @@ PY
 
 @test "SIGHUP while fio writes and verifies: settings change under load, no data lost" {
 	requires fio
-	local ini=$TD_DIR/td.ini i n
+	local ini=$TD_DIR/td.ini i
 	printf '[queue]\nelevator = deadline\n[tags]\ndepth = 32\n' >"$ini"
 	start_tagdiskd --size 256M -c "$ini"
 	(cd "$TD_DIR" && exec fio --name=hup --filename="$TD_DISK" --rw=randwrite --bs=4k \
@@ -278,10 +283,8 @@ PY
 		fi
 		kill -HUP "$TD_PID"
 		# Signals do not queue: let this reload finish before the next one.
-		for ((n = 0; n < 1000; n++)); do
-			[ "$(grep -c 'reload: depth' "$TD_LOG")" -eq $((i + 1)) ] && break
-			sleep 0.01
-		done
+		td_wait_for 60 "reload $((i + 1)) in the log" \
+			eval '[ "$(grep -c "reload: depth" "$TD_LOG")" -eq $((i + 1)) ]'
 	done
 	# The reloads happened while fio was still running.
 	kill -0 "$fio_pid"

@@ -21,7 +21,8 @@ run_fio() {
 	shift 2
 	# In the test directory, where fio leaves its files, and without verify state files.
 	cd "$TD_DIR"
-	run --separate-stderr timeout 120 fio --name="$name" --output-format=json \
+	# timeout only guards against a hang: a fixed amount of work, however slow the machine.
+	run --separate-stderr timeout 900 fio --name="$name" --output-format=json \
 		--output="$TD_DIR/$name.json" --verify_state_save=0 "$@"
 	echo "fio status $status; stderr: $stderr" >&2
 	[ "$status" -eq 0 ]

@@ -22,7 +22,9 @@ TAGDISKD=$TD_BUILD/tagdiskd
 TAGDISKCTL=$TD_BUILD/tagdiskctl
 # Set to run the daemon under a tool, e.g. "valgrind --error-exitcode=99 ...".
 TD_WRAPPER=${TD_WRAPPER:-}
-TD_START_TIMEOUT=${TD_START_TIMEOUT:-20}
+# Seconds to wait for the daemon to come up: generous, for sanitizer and valgrind builds and
+# busy machines; it costs nothing when the daemon is quick.
+TD_START_TIMEOUT=${TD_START_TIMEOUT:-60}
 
 # Skipping: bats 1.8 cannot skip from setup_file, so there td_skip_file records
 # the reason (the first one wins); setup_file then returns early
@@ -74,8 +76,8 @@ start_tagdiskd() {
 	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" "$@" \
 		>"$TD_LOG" 2>&1 &
 	TD_PID=$!
-	local i
-	for ((i = 0; i < TD_START_TIMEOUT * 10; i++)); do
+	local end=$((EPOCHSECONDS + TD_START_TIMEOUT))
+	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		if [ -S "$TD_SOCK" ] && [ -f "$TD_DISK" ] && mountpoint -q "$TD_MNT"; then
 			return 0
 		fi
@@ -85,22 +87,22 @@ start_tagdiskd() {
 			TD_PID=
 			return 1
 		fi
-		sleep 0.1
+		sleep 0.05
 	done
 	echo "tagdiskd did not come up in ${TD_START_TIMEOUT}s:" >&2
 	cat "$TD_LOG" >&2
 	return 1
 }
 
-# stop_tagdiskd: SIGTERM, wait (up to 60 s), and fail unless it exited 0.
+# stop_tagdiskd: SIGTERM, wait (up to 120 s), and fail unless it exited 0.
 stop_tagdiskd() {
 	[ -n "$TD_PID" ] || return 0
 	local pid=$TD_PID rc
 	kill -TERM "$pid" 2>/dev/null || true
-	local i
-	for ((i = 0; i < 600; i++)); do
+	local end=$((EPOCHSECONDS + 120))
+	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.05
 	done
 	rc=0
 	wait "$pid" || rc=$?
@@ -129,7 +131,7 @@ td_admin() {
 	python3 - "$TD_SOCK" "$1" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(30)
+s.settimeout(60)
 s.connect(sys.argv[1])
 s.sendall(sys.argv[2].encode() + b"\n")
 f = s.makefile("rb")
@@ -173,9 +175,17 @@ td_teardown() {
 #                            daemon died and stat(2) on it fails)
 #   td_json KEY...           read one JSON object on stdin, print the value at KEY (nested)
 #   td_status KEY...         one field of the admin "status" reply
-#   td_wait_until SECS CMD   run CMD every 0.1 s until it succeeds; fail after SECS
-#   td_wait_exit [SECS]      wait for the daemon to exit by itself; its status in TD_RC
-#   run_tagdiskd ARGS        run the daemon to its end (at most 20 s), e.g. on a bad config
+#   td_wait_for SECS WHAT CMD...
+#                            run CMD every 0.05 s until it succeeds, then print what it
+#                            printed that time; after SECS seconds (wall clock) fail, saying
+#                            it was waiting for WHAT, with CMD's last output. Tests wait for
+#                            a condition this way, never with a bare sleep; SECS is generous
+#                            (60 or more): it costs nothing when things work, and CI may be
+#                            a machine many times slower (make tsan, a busy host).
+#   td_wait_until SECS CMD   td_wait_for without a description or output
+#   td_wait_exit [SECS]      wait (60 s by default) for the daemon to exit by itself; its
+#                            status in TD_RC
+#   run_tagdiskd ARGS        run the daemon to its end (at most 60 s), e.g. on a bad config
 #   td_hole_bytes F OFF LEN  bytes of [OFF, OFF+LEN) of file F that are holes (SEEK_DATA)
 #   td_kill9                 kill -9 the daemon and remove its dead mount
 #   td_not_mounted DIR       DIR is no mount point (a bare "! cmd" never fails a bats test)
@@ -198,23 +208,46 @@ td_status() {
 	td_admin status | td_json "$@"
 }
 
-td_wait_until() {
-	local secs=$1 i
-	shift
-	for ((i = 0; i < secs * 10; i++)); do
-		"$@" && return 0
-		sleep 0.1
+td_wait_for() {
+	# Names of its own that CMD (often an eval of the caller's code) will not use.
+	local _tw_secs=$1 _tw_what=$2 _tw_out _tw_rc=1 _tw_tries=0 _tw_end
+	shift 2
+	_tw_end=$((EPOCHSECONDS + _tw_secs))
+	_tw_out=$(mktemp "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/td_wait_for.XXXXXX") || return 1
+	while :; do
+		_tw_tries=$((_tw_tries + 1))
+		if "$@" >"$_tw_out" 2>"$_tw_out.err"; then
+			_tw_rc=0
+			break
+		fi
+		[ "$EPOCHSECONDS" -lt "$_tw_end" ] || break
+		sleep 0.05
 	done
-	echo "td_wait_until: '$*' still failing after ${secs}s" >&2
-	return 1
+	if [ "$_tw_rc" -eq 0 ]; then
+		cat "$_tw_out"
+	else
+		{
+			echo "td_wait_for: timed out after ${_tw_secs}s ($_tw_tries tries) waiting for $_tw_what"
+			echo "  command: $*"
+			echo "  its last output:"
+			sed 's/^/    /' "$_tw_out" "$_tw_out.err"
+		} >&2
+	fi
+	rm -f "$_tw_out" "$_tw_out.err"
+	return "$_tw_rc"
+}
+
+td_wait_until() {
+	td_wait_for "$1" "'${*:2}' to succeed" "${@:2}" >/dev/null
 }
 
 td_wait_exit() {
-	local secs=${1:-20} i
+	local secs=${1:-60}
 	[ -n "$TD_PID" ] || { echo "td_wait_exit: no daemon" >&2; return 1; }
-	for ((i = 0; i < secs * 10; i++)); do
+	local end=$((EPOCHSECONDS + secs))
+	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		kill -0 "$TD_PID" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.05
 	done
 	if kill -0 "$TD_PID" 2>/dev/null; then
 		echo "td_wait_exit: tagdiskd ($TD_PID) still running after ${secs}s" >&2
@@ -228,7 +261,7 @@ td_wait_exit() {
 
 run_tagdiskd() {
 	# shellcheck disable=SC2086 # TD_WRAPPER is a command line
-	run --separate-stderr timeout -s TERM 20 $TD_WRAPPER "$TAGDISKD" -f "$@"
+	run --separate-stderr timeout -s TERM 60 $TD_WRAPPER "$TAGDISKD" -f "$@"
 }
 
 td_hole_bytes() {
@@ -285,7 +318,7 @@ td_admin_lines() {
 	python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(30)
+s.settimeout(60)
 s.connect(sys.argv[1])
 s.sendall(sys.stdin.buffer.read())
 f = s.makefile("rb")

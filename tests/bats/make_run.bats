@@ -37,27 +37,33 @@ start_make_run() {
 		make --no-print-directory -C "$TD_ROOT" BUILD="$TD_BUILD" RUN_DIR="$TD_DIR" run \
 		>"$RUN_LOG" 2>&1 </dev/null &
 	MAKE_PID=$!
-	local i
-	for ((i = 0; i < 300; i++)); do
+	# Generous: make checks (and may build) everything before it starts the daemon.
+	local end=$((EPOCHSECONDS + 300))
+	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		if [ -S "$TD_SOCK" ] && [ -f "$TD_DISK" ] && td_is_mounted "$TD_MNT" &&
 			TD_PID=$(td_status pid 2>/dev/null); then
 			return 0
 		fi
 		kill -0 "$MAKE_PID" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.05
 	done
 	echo "make run did not bring the disk up:" >&2
 	cat "$RUN_LOG" >&2
 	return 1
 }
 
-# wait_make SECS: wait for make to end; its exit status in MAKE_RC.
+# wait_make SECS: wait (at most SECS) for make to end; its exit status in MAKE_RC.
 wait_make() {
-	local i
-	for ((i = 0; i < $1 * 10; i++)); do
+	local end=$((EPOCHSECONDS + $1))
+	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		kill -0 "$MAKE_PID" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.05
 	done
+	if kill -0 "$MAKE_PID" 2>/dev/null; then
+		echo "make run ($MAKE_PID) still running after $1 s:" >&2
+		cat "$RUN_LOG" >&2
+		return 1
+	fi
 	MAKE_RC=0
 	wait "$MAKE_PID" || MAKE_RC=$?
 	MAKE_PID=
@@ -132,7 +138,7 @@ wait_make() {
 @test "after a SIGKILL left a dead mount, make run detaches it and serves again" {
 	start_make_run
 	kill -KILL "$TD_PID"
-	wait_make 20
+	wait_make 60
 	run ls "$TD_MNT"
 	[[ $output == *"Transport endpoint is not connected"* ]]
 	start_make_run

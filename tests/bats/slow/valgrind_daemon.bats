@@ -107,15 +107,16 @@ fio_verify() { # target [fio options]
 	[ "$(td_dio read "$TD_DISK" 4096 "$off")" = "$off ok" ]
 	td_wait_until 60 timeouts_above "$timeouts"
 
-	# Latency, and a trace stream read for a moment.
+	# Latency, and a trace stream read for a moment: until it shows a completion (writes
+	# before the stream started go unseen: write again), then Ctrl-C.
 	td_ctl inject latency 2000 >/dev/null
-	timeout -s INT 3 "$TAGDISKCTL" -s "$TD_SOCK" trace >"$TD_DIR/trace" &
+	"$TAGDISKCTL" -s "$TD_SOCK" trace >"$TD_DIR/trace" &
 	local tracer=$!
-	sleep 1
-	td_dio write "$TD_DISK" 65536 "$off" $((off + 65536)) >/dev/null
-	wait "$tracer" || true
+	td_wait_for 300 "a C event in the trace" eval \
+		'td_dio write "$TD_DISK" 65536 "$off" $((off + 65536)) >/dev/null; grep -q " C " "$TD_DIR/trace"'
+	kill -INT "$tracer"
+	wait "$tracer"
 	td_ctl inject latency 0 >/dev/null
-	grep -q ' C ' "$TD_DIR/trace" || grep -q '"C"' "$TD_DIR/trace"
 
 	# Garbage on the admin socket: each line answered, the daemon keeps serving.
 	{
