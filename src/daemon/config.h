@@ -7,9 +7,21 @@
  * (td_config_load_file) and the command line (td_cmdline_parse, then
  * td_config_build). Every key and every command-line option goes through the
  * same parser for its type, so a value means the same thing wherever it is
- * written; only the error message differs, naming either the key
- * ("[tags] depth = \"0\": must be between 1 and 4096") or the option
- * ("--depth \"0\": must be between 1 and 4096").
+ * written.
+ *
+ * Error messages are one line naming where the value is, the key and the
+ * value, then why:
+ *
+ *   /etc/tagdisk/vm1.ini:7: [tags] depth = "0": must be between 1 and 4096
+ *   /etc/tagdisk/vm1.ini:3: [queue] depth = "8": unknown key in [queue] (it belongs in [tags])
+ *   /etc/tagdisk/vm1.ini:9: [bogus]: unknown section (known: disk, queue, tags, drive, admin)
+ *   --depth "0": must be between 1 and 4096
+ *   [tags] depth = "0": must be between 1 and 4096          (td_config_set, defaults)
+ *
+ * Line numbers come from a scan of the file beside iniparser (which gives
+ * none); a struct td_config remembers where each key's value came from
+ * (origin[]), so td_config_validate() names the file and line or the option
+ * too ("--image \"/x.img\": does not exist and no size was given").
  *
  * td_config_keys[] lists every key with its type, default and one line of
  * help; it is the single list the docs, the example etc/tagdisk.ini and the
@@ -30,6 +42,8 @@
  *  - strings and paths: as iniparser leaves them (trimmed, quotes removed,
  *    cut at an unquoted ';' or '#'). Sections and keys are case-insensitive
  *    (iniparser lowercases them). A key given twice takes its last value.
+ *  - a key before the first section, a section header without a known name
+ *    ("[bogus]", "[disk:x]", "[]") and a line iniparser cannot read are errors.
  *
  * Lifetime: a struct td_config owns its strings and its FUSE option list;
  * td_config_free() releases them. A struct td_cmdline owns copies of the
@@ -59,6 +73,18 @@
 #define TD_CONFIG_NAME_MAX 255
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
+/* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
+#define TD_CONFIG_NR_KEYS 35
+
+/*
+ * Where the value of one key came from, for messages only: the command-line
+ * option that set it, or its line in struct td_config's origin_file; both
+ * unset for a default or a td_config_set().
+ */
+struct td_config_origin {
+	const char *option; /* "--depth" (static), or NULL */
+	unsigned int line;  /* 1-based line in origin_file, or 0 */
+};
 
 /*
  * Every setting, typed. Defaults are those of td_config_keys[]. Strings are
@@ -93,6 +119,7 @@ struct td_config {
 	uint64_t cache_size;	     /* bytes, for write_cache = volatile */
 	uint32_t command_timeout_ms; /* 0: never */
 	uint32_t max_retries;
+	uint32_t shutdown_timeout_ms; /* on SIGTERM, wait this long for I/O, then EIO; 0: forever */
 	uint64_t seed;
 
 	/* [admin] */
@@ -107,6 +134,14 @@ struct td_config {
 	unsigned int verbose; /* number of -v */
 	char **fuse_opts;     /* -o options split at commas, in order */
 	size_t nr_fuse_opts;
+
+	/*
+	 * Where each key's value came from, indexed like td_config_keys[];
+	 * kept by the functions below, read by their messages. origin_file
+	 * (owned) is the file td_config_load_file() read last.
+	 */
+	char *origin_file;
+	struct td_config_origin origin[TD_CONFIG_NR_KEYS];
 };
 
 /* One key of the configuration file, for docs and tests. */
@@ -116,7 +151,7 @@ struct td_config_key {
 	const char *type;	   /* "path", "size", "string", "bool", "number", "choice", ... */
 	const char *default_value; /* as it would be written in the file; NULL: none or computed */
 	const char *help;	   /* one line: meaning, unit, range */
-	bool reloadable;	   /* takes effect on SIGHUP without a restart */
+	bool reloadable;	   /* can change live: SIGHUP applies it without a restart */
 };
 
 /* Every key, grouped by section in file order. */
@@ -127,6 +162,13 @@ extern const size_t td_config_nr_keys;
 const struct td_config_key *td_config_find_key(const char *section, const char *key)
     td_nonnull(1, 2);
 
+/*
+ * Return: whether [@section] @key (case-insensitive) can change live, i.e.
+ * a SIGHUP applies it to the running daemon (its entry's reloadable flag);
+ * false for an unknown key.
+ */
+bool td_config_key_live(const char *section, const char *key) td_nonnull(1, 2);
+
 /* Fill @c with the built-in defaults. Allocates nothing; @c's old contents are ignored. */
 void td_config_init(struct td_config *c) td_nonnull(1);
 
@@ -134,7 +176,8 @@ void td_config_init(struct td_config *c) td_nonnull(1);
 void td_config_free(struct td_config *c) td_nonnull(1);
 
 /*
- * Set one key from its text form, as the file would give it.
+ * Set one key from its text form, as the file would give it; its origin
+ * becomes "none" (messages name the key without a place).
  * Return: 0; -EINVAL with one message in @err (unknown section, unknown key,
  * bad value); -ENOMEM. @c is unchanged on error.
  */
@@ -142,12 +185,14 @@ int td_config_set(struct td_config *c, const char *section, const char *key, con
 		  char *err, size_t errlen) td_nonnull(1, 2, 3, 4);
 
 /*
- * Apply every key of the INI file @path to @c.
+ * Apply every key of the INI file @path to @c, recording @path as
+ * origin_file and each key's line as its origin.
  * Return: 0; -EINVAL with one message in @err when the file is missing,
- * unreadable or not a regular file, has an INI syntax error (iniparser's
- * own message), a key outside any section, an unknown section or key, or a
- * bad value; -ENOMEM. On error @c may hold some of the file's values (use
- * td_config_build() for all-or-nothing).
+ * unreadable or not a regular file, has a line iniparser cannot read, a key
+ * outside any section, an unknown section or key, or a bad value: the
+ * message about the first such line of the file ("PATH:LINE: ..."); -ENOMEM.
+ * On error @c may hold some of the file's values (use td_config_build() for
+ * all-or-nothing).
  */
 int td_config_load_file(struct td_config *c, const char *path, char *err, size_t errlen)
     td_nonnull(1, 2);
@@ -201,23 +246,55 @@ int td_config_build(struct td_config *c, const struct td_cmdline *cl, char *err,
 
 /*
  * The checks that need nothing but @c: required keys set, size a multiple
- * of logical_block_size, workers 0 only with model none, hdd_seek_full_us >=
- * hdd_seek_track_us, max_sectors a multiple of logical_block_size / 512.
+ * of logical_block_size, hdd_seek_full_us >= hdd_seek_track_us, max_sectors
+ * a multiple of logical_block_size / 512. A message names where the value
+ * came from (origin[]).
  * Return: 0 or -EINVAL with one message in @err.
  */
 int td_config_check(const struct td_config *c, char *err, size_t errlen) td_nonnull(1);
 
 /*
- * td_config_check(), then the checks against the system: the mountpoint is a
- * directory; an existing image is a regular file whose size is a nonzero
- * multiple of logical_block_size and equals size when size is set; a missing
- * image has a size and an existing directory; socket_group exists. Makes
- * image, mountpoint and socket absolute, fills the default socket (see
- * td_config_default_socket(), with geteuid()) and socket_gid. Creates, opens
- * for writing or changes nothing outside @c.
+ * Make image, mountpoint and socket absolute (against the current
+ * directory) and fill the default socket (td_config_default_socket() with
+ * geteuid()) when none is set. Looks at no file. Run it on a freshly built
+ * config before comparing it with a validated one (td_config_diff), so that
+ * the same settings compare equal.
+ * Return: 0; -EINVAL with one message in @err; -ENOMEM.
+ */
+int td_config_resolve(struct td_config *c, char *err, size_t errlen) td_nonnull(1);
+
+/*
+ * td_config_check(), td_config_resolve(), then the checks against the
+ * system: the mountpoint is a directory; an existing image is a regular
+ * file whose size is a nonzero multiple of logical_block_size and equals
+ * size when size is set; a missing image has a size and an existing
+ * directory; socket_group exists; the socket path fits a sockaddr_un. Fills
+ * socket_gid. Creates, opens for writing or changes nothing outside @c.
  * Return: 0; -EINVAL with one message in @err; -ENOMEM.
  */
 int td_config_validate(struct td_config *c, char *err, size_t errlen) td_nonnull(1);
+
+/*
+ * Compare @a and @b key by key: every key of td_config_keys[] (not the
+ * command-line-only fields, socket_gid or origins). Strings compare as
+ * text, so compare configs at the same stage (both validated, or both
+ * built and td_config_resolve()d). Stores the entries of the keys that
+ * differ, in table order, in @changed (up to @max of them; @changed may be
+ * NULL when @max is 0); each entry's reloadable flag says whether the
+ * running daemon can apply it.
+ * Return: the number of keys that differ (may be more than @max).
+ */
+size_t td_config_diff(const struct td_config *a, const struct td_config *b,
+		      const struct td_config_key **changed, size_t max) td_nonnull(1, 2);
+
+/*
+ * Write @c's value of key @k (an entry of td_config_keys[]) as the file
+ * would give it ("32", "64M", "deadline", "true", "0660"; an unset path or
+ * group as ""), for logs such as "reload: [tags] depth 32 -> 8".
+ * Return: the length of the whole string, as snprintf(); >= @len means cut.
+ */
+int td_config_format_value(const struct td_config *c, const struct td_config_key *k, char *buf,
+			   size_t len) td_nonnull(1, 2);
 
 /*
  * Write the default admin socket path for a daemon running as @euid into

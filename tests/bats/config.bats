@@ -42,37 +42,37 @@ bad_config() {
 
 @test "an unknown section: exit 2, one line naming it, nothing created" {
 	printf '[disk]\nname = disk\n[bogus]\ndepth = 4\n' >"$TD_INI"
-	bad_config 'unknown section [bogus]' -c "$TD_INI"
+	bad_config "$TD_INI:3: [bogus]: unknown section (known: disk, queue, tags, drive, admin)" -c "$TD_INI"
 }
 
 @test "an unknown key: exit 2, one line naming it, nothing created" {
 	printf '[queue]\ncolour = blue\n' >"$TD_INI"
-	bad_config 'unknown key [queue] colour' -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] colour = \"blue\": unknown key" -c "$TD_INI"
 }
 
 @test "a key in the wrong section is an unknown key" {
 	printf '[queue]\ndepth = 8\n' >"$TD_INI"
-	bad_config 'unknown key [queue] depth' -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] depth = \"8\": unknown key in [queue] (it belongs in [tags])" -c "$TD_INI"
 }
 
 @test "a value of the wrong type (depth = abc): exit 2, key and quoted value named" {
 	printf '[tags]\ndepth = abc\n' >"$TD_INI"
-	bad_config '[tags] depth = "abc": not a number' -c "$TD_INI"
+	bad_config "$TD_INI:2: [tags] depth = \"abc\": not a number" -c "$TD_INI"
 }
 
 @test "a value out of range (depth = 0): exit 2, key and quoted value named" {
 	printf '[tags]\ndepth = 0\n' >"$TD_INI"
-	bad_config '[tags] depth = "0": must be between 1 and 4096' -c "$TD_INI"
+	bad_config "$TD_INI:2: [tags] depth = \"0\": must be between 1 and 4096" -c "$TD_INI"
 }
 
 @test "a value out of range (nr_requests = 100000): exit 2, key and quoted value named" {
 	printf '[queue]\nnr_requests = 100000\n' >"$TD_INI"
-	bad_config '[queue] nr_requests = "100000": must be between 4 and 65536' -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] nr_requests = \"100000\": must be between 4 and 65536" -c "$TD_INI"
 }
 
 @test "a bad elevator name: exit 2, key and quoted value named" {
 	printf '[queue]\nelevator = cfq\n' >"$TD_INI"
-	bad_config '[queue] elevator = "cfq": unknown elevator (known: deadline, noop)' -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] elevator = \"cfq\": unknown elevator (known: deadline, noop)" -c "$TD_INI"
 }
 
 @test "a bad logical_block_size and a bad boolean: exit 2, key and quoted value named" {
@@ -80,12 +80,12 @@ bad_config() {
 	run_tagdiskd --image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_SOCK" -c "$TD_INI"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == 'tagdiskd: [disk] logical_block_size = "1024": '* ]]
+	[[ "$stderr" == "tagdiskd: $TD_INI:2: [disk] logical_block_size = \"1024\": "* ]]
 	printf '[disk]\nread_only = maybe\n' >"$TD_INI"
 	run_tagdiskd --image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_SOCK" -c "$TD_INI"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == 'tagdiskd: [disk] read_only = "maybe": '* ]]
+	[[ "$stderr" == "tagdiskd: $TD_INI:2: [disk] read_only = \"maybe\": "* ]]
 	[ ! -e "$TD_IMG" ]
 	td_not_mounted "$TD_MNT"
 }
@@ -96,7 +96,7 @@ bad_config() {
 	run_tagdiskd --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[ "$stderr" = "tagdiskd: [disk] image = \"$TD_IMG\": does not exist and no size was given" ]
+	[ "$stderr" = "tagdiskd: --image \"$TD_IMG\": does not exist and no size was given" ]
 	[ "$(snapshot)" = "$before" ]
 	[ ! -e "$TD_IMG" ]
 	td_not_mounted "$TD_MNT"
@@ -104,11 +104,11 @@ bad_config() {
 
 @test "a mount point that is not a directory: exit 2, nothing created" {
 	touch "$TD_DIR/file"
-	bad_config "[disk] mountpoint = \"$TD_DIR/file\": not a directory" --mount "$TD_DIR/file"
+	bad_config "--mount \"$TD_DIR/file\": not a directory" --mount "$TD_DIR/file"
 }
 
 @test "a missing mount point: exit 2, it is not created" {
-	bad_config "[disk] mountpoint = \"$TD_DIR/nowhere\": does not exist" --mount "$TD_DIR/nowhere"
+	bad_config "--mount \"$TD_DIR/nowhere\": does not exist" --mount "$TD_DIR/nowhere"
 	[ ! -e "$TD_DIR/nowhere" ]
 }
 
@@ -119,7 +119,7 @@ bad_config() {
 	run_tagdiskd --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[ "$stderr" = "tagdiskd: [disk] image = \"$TD_IMG\": its size (1000 bytes) is not a nonzero multiple of logical_block_size (512)" ]
+	[ "$stderr" = "tagdiskd: --image \"$TD_IMG\": its size (1000 bytes) is not a nonzero multiple of logical_block_size (512)" ]
 	[ "$(snapshot)" = "$before" ]
 	[ ! -e "$TD_SOCK" ]
 	td_not_mounted "$TD_MNT"
@@ -132,13 +132,13 @@ bad_config() {
 	run_tagdiskd --image "$TD_IMG" --size 16M --mount "$TD_MNT" --socket "$TD_SOCK"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[ "$stderr" = "tagdiskd: [disk] size = \"16M\": the existing image \"$TD_IMG\" is 8M (8388608 bytes)" ]
+	[ "$stderr" = "tagdiskd: --size \"16M\": the existing image \"$TD_IMG\" is 8M (8388608 bytes)" ]
 	[ "$(snapshot)" = "$before" ]
 	td_not_mounted "$TD_MNT"
 }
 
 @test "a size that is not a multiple of the block size: exit 2, nothing created" {
-	bad_config '[disk] size = "1000": must be a multiple of logical_block_size (512)' --size 1000
+	bad_config '--size "1000": must be a multiple of logical_block_size (512)' --size 1000
 }
 
 @test "a bad command-line value (--depth 0): exit 2, one line naming option and value" {
@@ -168,15 +168,15 @@ bad_config() {
 	run_tagdiskd --image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_SOCK" -c "$TD_INI"
 	[ "$status" -eq 2 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
-	[[ "$stderr" == "tagdiskd: config file \"$TD_INI\": syntax error"* ]]
+	[[ "$stderr" == "tagdiskd: $TD_INI:1: syntax error: "* ]]
 	printf 'depth = 4\n[tags]\n' >"$TD_INI"
-	bad_config "config file \"$TD_INI\": key depth is outside any section" -c "$TD_INI"
+	bad_config "$TD_INI:1: depth = \"4\": key outside any section (it belongs in [tags])" -c "$TD_INI"
 }
 
 @test "the file's first bad value is reported even when the command line would override it" {
 	# The file is read as a whole; a bad value in it is an error on its own.
 	printf '[tags]\ndepth = 0\n' >"$TD_INI"
-	bad_config '[tags] depth = "0": must be between 1 and 4096' -c "$TD_INI" --depth 8
+	bad_config "$TD_INI:2: [tags] depth = \"0\": must be between 1 and 4096" -c "$TD_INI" --depth 8
 }
 
 @test "a FUSE option the kernel refuses: the daemon fails and leaves nothing behind" {
@@ -254,8 +254,8 @@ socket = $TD_SOCK
 EOF
 	"$TAGDISKD" -f -c "$TD_INI" >"$TD_LOG" 2>&1 &
 	TD_PID=$!
-	td_wait_until 20 test -S "$TD_SOCK"
-	td_wait_until 20 test -f "$TD_DISK"
+	td_wait_until 60 test -S "$TD_SOCK"
+	td_wait_until 60 test -f "$TD_DISK"
 	[ "$(stat -c %s "$TD_DISK")" -eq $((64 * 1024 * 1024)) ]
 	[ "$(td_status image)" = "$TD_IMG" ]
 	stop_tagdiskd

@@ -7,7 +7,9 @@
  * and nothing is left behind between inputs (the file is truncated and
  * rewritten, the config freed). The loader must answer 0, -EINVAL with a
  * message, or -ENOMEM, and whatever it stored, accepted file or not, must
- * pass fuzz_check_config().
+ * pass fuzz_check_config(). A refusal names the file ("PATH:LINE: ..." or
+ * "config file \"PATH\": ..."), and every key the file set records a line
+ * of the file as its origin.
  */
 #include <errno.h>
 #include <sys/mman.h>
@@ -26,6 +28,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* Return: the number of lines of @data, a last one without '\n' included. */
+static unsigned int nr_lines(const uint8_t *data, size_t size)
+{
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < size; i++)
+		n += data[i] == '\n';
+	return n + (size && data[size - 1] != '\n');
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct td_config c;
@@ -41,6 +53,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ret) {
 		FUZZ_CHECK(ret == -EINVAL || ret == -ENOMEM);
 		FUZZ_CHECK(fuzz_terminated(err, sizeof(err)) && err[0]);
+	}
+	if (ret == -EINVAL) {
+		size_t plen = strlen(ini_path);
+
+		FUZZ_CHECK((strncmp(err, ini_path, plen) == 0 && err[plen] == ':') ||
+			   strncmp(err, "config file \"", 13) == 0);
+	}
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		FUZZ_CHECK(!c.origin[i].option);
+		FUZZ_CHECK(c.origin[i].line <= nr_lines(data, size));
 	}
 	fuzz_check_config(&c);
 	td_config_free(&c);

@@ -67,6 +67,7 @@ static inline void fuzz_check_config(const struct td_config *c)
 	FUZZ_CHECK(FUZZ_IN(c->cache_size, 1ULL << 20, 16ULL << 30));
 	FUZZ_CHECK(c->command_timeout_ms <= 3600000);
 	FUZZ_CHECK(c->max_retries <= 100);
+	FUZZ_CHECK(c->shutdown_timeout_ms <= 3600000);
 	FUZZ_CHECK(c->socket_mode <= 0777);
 
 	/* The file-free checks take any such config without tripping. */

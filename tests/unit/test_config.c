@@ -32,6 +32,7 @@
 struct tmp {
 	char dir[64];
 	char err[1024];
+	const void *param; /* a table-driven test's case (cmocka prestate) */
 };
 
 static int setup_tmp(void **state)
@@ -41,6 +42,7 @@ static int setup_tmp(void **state)
 	assert_non_null(t);
 	snprintf(t->dir, sizeof(t->dir), "/tmp/tagdisk-config.XXXXXX");
 	assert_non_null(mkdtemp(t->dir));
+	t->param = *state;
 	*state = t;
 	return 0;
 }
@@ -158,6 +160,7 @@ static void assert_config_equal(const struct td_config *a, const struct td_confi
 	assert_int_equal(a->cache_size, b->cache_size);
 	assert_int_equal(a->command_timeout_ms, b->command_timeout_ms);
 	assert_int_equal(a->max_retries, b->max_retries);
+	assert_int_equal(a->shutdown_timeout_ms, b->shutdown_timeout_ms);
 	assert_int_equal(a->seed, b->seed);
 	assert_str_or_null_equal(a->socket, b->socket);
 	assert_int_equal(a->socket_mode, b->socket_mode);
@@ -210,6 +213,7 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_int_equal(c.cache_size, 64ULL << 20);
 	assert_int_equal(c.command_timeout_ms, 30000);
 	assert_int_equal(c.max_retries, 5);
+	assert_int_equal(c.shutdown_timeout_ms, 30000);
 	assert_int_equal(c.seed, 1);
 	assert_null(c.socket);
 	assert_int_equal(c.socket_mode, 0660);
@@ -220,6 +224,11 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_int_equal(c.verbose, 0);
 	assert_null(c.fuse_opts);
 	assert_int_equal(c.nr_fuse_opts, 0);
+	assert_null(c.origin_file);
+	for (size_t i = 0; i < TD_CONFIG_NR_KEYS; i++) {
+		assert_null(c.origin[i].option);
+		assert_int_equal(c.origin[i].line, 0);
+	}
 	td_config_free(&c);
 }
 
@@ -250,13 +259,14 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	static const char *const reloadable[] = {
 	    "queue:elevator",		"tags:depth",	     "queue:read_expire_ms",
 	    "queue:write_expire_ms",	"queue:fifo_batch",  "queue:writes_starved",
-	    "drive:command_timeout_ms", "drive:max_retries",
+	    "drive:command_timeout_ms", "drive:max_retries", "drive:shutdown_timeout_ms",
 	};
 	static const char *const no_default[] = {"disk:image", "disk:mountpoint", "admin:socket"};
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 34);
+	assert_int_equal(td_config_nr_keys, 35);
+	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
 		char name[64];
@@ -273,6 +283,8 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 		for (size_t j = 0; j < TD_ARRAY_SIZE(reloadable); j++)
 			listed |= strcmp(reloadable[j], name) == 0;
 		assert_int_equal(k->reloadable, listed);
+		/* td_config_key_live() answers from the same flag, in any case. */
+		assert_int_equal(td_config_key_live(k->section, k->key), listed);
 		nr_reloadable += k->reloadable;
 		listed = false;
 		for (size_t j = 0; j < TD_ARRAY_SIZE(no_default); j++)
@@ -280,7 +292,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 		assert_int_equal(k->default_value == NULL, listed);
 		nr_no_default += !k->default_value;
 	}
-	assert_int_equal(nr_reloadable, 8);
+	assert_int_equal(nr_reloadable, 9);
 	assert_int_equal(nr_no_default, 3);
 }
 
@@ -359,6 +371,10 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	     "[drive] ssd_transfer_mb_s = \"1000001\": must be between 1 and 1000000"},
 	    {"drive", "command_timeout_ms", "3600001",
 	     "[drive] command_timeout_ms = \"3600001\": must be between 0 and 3600000"},
+	    {"drive", "shutdown_timeout_ms", "3600001",
+	     "[drive] shutdown_timeout_ms = \"3600001\": must be between 0 and 3600000"},
+	    {"drive", "shutdown_timeout_ms", "-1",
+	     "[drive] shutdown_timeout_ms = \"-1\": not a number"},
 	    /* sizes */
 	    {"disk", "size", "1.5G",
 	     "[disk] size = \"1.5G\": not a size (a whole number of bytes, or with a K, M, G or"
@@ -505,6 +521,10 @@ static void test_config_set_accepts_boundaries_and_alternate_spellings(void **st
 	assert_int_equal(c.workers, 0);
 	SET_OK("drive", "workers", "256");
 	assert_int_equal(c.workers, 256);
+	SET_OK("drive", "shutdown_timeout_ms", "0");
+	assert_int_equal(c.shutdown_timeout_ms, 0);
+	SET_OK("drive", "shutdown_timeout_ms", "3600000");
+	assert_int_equal(c.shutdown_timeout_ms, 3600000);
 	SET_OK("admin", "socket_mode", "660");
 	assert_int_equal(c.socket_mode, 0660);
 	SET_OK("admin", "socket_mode", "0600");
@@ -554,18 +574,31 @@ static void test_config_set_accepts_boundaries_and_alternate_spellings(void **st
 
 static void test_config_set_rejects_unknown_section_and_key(void **state)
 {
+	static const struct bad_value cases[] = {
+	    {"bogus", "depth", "1",
+	     "[bogus] depth = \"1\": unknown section (known: disk, queue, tags, drive, admin)"},
+	    {"queue", "foo", "1", "[queue] foo = \"1\": unknown key"},
+	    /* A key of another section is unknown here, and its section is named. */
+	    {"queue", "depth", "1",
+	     "[queue] depth = \"1\": unknown key in [queue] (it belongs in [tags])"},
+	    {"Disk", "Elevator", "noop",
+	     "[disk] Elevator = \"noop\": unknown key in [disk] (it belongs in [queue])"},
+	    {"tags", "say \"hi\"", "a\nb", "[tags] say \\\"hi\\\" = \"a\\x0ab\": unknown key"},
+	};
 	struct tmp *t = *state;
-	struct td_config c;
+	struct td_config c, def;
 
-	td_config_init(&c);
-	assert_int_equal(td_config_set(&c, "bogus", "depth", "1", t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown section [bogus]");
-	assert_int_equal(td_config_set(&c, "queue", "foo", "1", t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown key [queue] foo");
-	/* A key of another section is unknown here. */
-	assert_int_equal(td_config_set(&c, "queue", "depth", "1", t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown key [queue] depth");
-	td_config_free(&c);
+	td_config_init(&def);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		td_config_init(&c);
+		assert_int_equal(td_config_set(&c, cases[i].section, cases[i].key, cases[i].value,
+					       t->err, sizeof(t->err)),
+				 -EINVAL);
+		assert_string_equal(t->err, cases[i].message);
+		assert_config_equal(&c, &def);
+		td_config_free(&c);
+	}
+	td_config_free(&def);
 }
 
 static void test_config_error_is_cut_to_errlen(void **state)
@@ -623,24 +656,29 @@ static const struct kv every_key[] = {
     {"drive", "cache_size", "128M"},
     {"drive", "command_timeout_ms", "10000"},
     {"drive", "max_retries", "3"},
+    {"drive", "shutdown_timeout_ms", "60000"},
     {"drive", "seed", "0x2a"},
     {"admin", "socket", "/srv/tagdisk.sock"},
     {"admin", "socket_mode", "0600"},
     {"admin", "socket_group", "root"},
 };
 
-static void write_every_key(const char *path)
+/* Write every_key[] as a file; @lines[i] gets the line of every_key[i]. */
+static void write_every_key(const char *path, unsigned int *lines)
 {
 	FILE *f = fopen(path, "w");
 	const char *section = "";
+	unsigned int line = 0;
 
 	assert_non_null(f);
 	for (size_t i = 0; i < TD_ARRAY_SIZE(every_key); i++) {
 		if (strcmp(section, every_key[i].section) != 0) {
 			section = every_key[i].section;
 			fprintf(f, "\n[%s]\n", section);
+			line += 2;
 		}
 		fprintf(f, "%s = %s\n", every_key[i].key, every_key[i].value);
+		lines[i] = ++line;
 	}
 	assert_int_equal(fclose(f), 0);
 }
@@ -649,6 +687,7 @@ static void test_config_load_file_sets_every_key(void **state)
 {
 	struct tmp *t = *state;
 	const char *path = path_in(t, "every.ini");
+	unsigned int lines[TD_ARRAY_SIZE(every_key)];
 	struct td_config c;
 
 	/* The file really covers the whole table. */
@@ -661,9 +700,15 @@ static void test_config_load_file_sets_every_key(void **state)
 				 strcmp(every_key[j].key, td_config_keys[i].key) == 0;
 		assert_int_equal(found, 1);
 	}
-	write_every_key(path);
+	write_every_key(path, lines);
 	td_config_init(&c);
 	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), 0);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(every_key); i++) {
+		const struct td_config_key *k =
+		    td_config_find_key(every_key[i].section, every_key[i].key);
+
+		assert_int_equal(c.origin[k - td_config_keys].line, lines[i]);
+	}
 	assert_string_equal(c.image, "/srv/img/a.img");
 	assert_int_equal(c.size_bytes, 2ULL << 30);
 	assert_string_equal(c.mountpoint, "/srv/mnt");
@@ -694,6 +739,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_int_equal(c.cache_size, 128ULL << 20);
 	assert_int_equal(c.command_timeout_ms, 10000);
 	assert_int_equal(c.max_retries, 3);
+	assert_int_equal(c.shutdown_timeout_ms, 60000);
 	assert_int_equal(c.seed, 42);
 	assert_string_equal(c.socket, "/srv/tagdisk.sock");
 	assert_int_equal(c.socket_mode, 0600);
@@ -722,94 +768,153 @@ static void test_config_load_file_ignores_case_comments_and_quotes(void **state)
 	td_config_free(&c);
 }
 
-static void test_config_load_file_quoted_spaces_are_kept_and_rejected(void **state)
-{
-	struct tmp *t = *state;
-	const char *path = path_in(t, "quoted.ini");
-	struct td_config c;
+/*
+ * A file the loader refuses, and the one message it gives. "FILE" in the
+ * message stands for the file's path. Each case is a test of its own.
+ */
+struct file_case {
+	const char *name;
+	const char *text;
+	const char *message;
+};
 
-	write_file(path, "[tags]\ndepth = \" 5\"\n");
-	td_config_init(&c);
-	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "[tags] depth = \" 5\": not a number");
-	td_config_free(&c);
+static const struct file_case file_cases[] = {
+    {"quoted spaces are kept, and refused", "[tags]\ndepth = \" 5\"\n",
+     "FILE:2: [tags] depth = \" 5\": not a number"},
+    {"the first bad value", "[queue]\nnr_requests = abc\nfifo_batch = 0\n",
+     "FILE:2: [queue] nr_requests = \"abc\": not a number"},
+    {"an unknown key", "[queue]\nmode = rq\nfoo = 1\n", "FILE:3: [queue] foo = \"1\": unknown key"},
+    {"a key in the wrong section names its own", "[disk]\nname = a\n[queue]\ndepth = 8\n",
+     "FILE:4: [queue] depth = \"8\": unknown key in [queue] (it belongs in [tags])"},
+    {"an unknown section", "[tags]\ndepth = 8\n[bogus]\ndepth = 8\n",
+     "FILE:3: [bogus]: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"an empty unknown section, lowercased as iniparser does", "[tags]\n[Extra]\n",
+     "FILE:2: [extra]: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"a section name with a colon", "[disk]\nname = a\n[disk:x]\nname = b\n",
+     "FILE:3: [disk:x]: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"a colon section without its parent", "[Tags:Depth]\nx = 1\n",
+     "FILE:1: [tags:depth]: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"an empty section name", "[tags]\ndepth = 8\n[]\ndepth = 9\n",
+     "FILE:3: []: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"a blank section name", "[tags]\n[ ]\ndepth = 9\n",
+     "FILE:2: []: unknown section (known: disk, queue, tags, drive, admin)"},
+    {"a known key outside any section", "depth = 8\n[tags]\n",
+     "FILE:1: depth = \"8\": key outside any section (it belongs in [tags])"},
+    {"an unknown key outside any section", "; first\nColour = blue\n[tags]\n",
+     "FILE:2: colour = \"blue\": key outside any section"},
+    {"a syntax error names its line", "[tags]\ndepth = 8\noops\n[queue\n",
+     "FILE:3: syntax error: \"oops\" is not a [section], key = value or comment line"},
+    {"a syntax error after a continuation", "[tags]\ndepth = \\\n 8\n  [queue  \n",
+     "FILE:4: syntax error: \"[queue\" is not a [section], key = value or comment line"},
+    {"a key = value line starting with '='", "[tags]\n= 8\n",
+     "FILE:2: syntax error: \"= 8\" is not a [section], key = value or comment line"},
+    /* The first bad line of the file, not the first the dictionary holds. */
+    {"the first bad line wins", "[tags]\ndepth = 4\n[queue]\nfifo_batch = 0\n[tags]\ndepth = 0\n",
+     "FILE:4: [queue] fifo_batch = \"0\": must be between 1 and 4096"},
+    {"an unknown key after a bad value", "[tags]\ndepth = 0\n[queue]\ncolour = red\n",
+     "FILE:2: [tags] depth = \"0\": must be between 1 and 4096"},
+    {"a key given twice: its last line and value", "[tags]\ndepth = 0\ndepth = 5000\n",
+     "FILE:3: [tags] depth = \"5000\": must be between 1 and 4096"},
+    {"comments and blank lines are counted", "; c\n\n# c\n[TAGS]\n\nDepth = x ; why\n",
+     "FILE:6: [tags] depth = \"x\": not a number"},
+    {"a continued line is named by its first line", "[tags]\ndepth = \\\n  0\n",
+     "FILE:2: [tags] depth = \"0\": must be between 1 and 4096"},
+    {"CRLF line ends", "[tags]\r\n\r\nfifo = 1\r\n", "FILE:3: [tags] fifo = \"1\": unknown key"},
+    {"a header with blanks inside its brackets", "[ Queue ]\nfifo_batch = 0\n",
+     "FILE:2: [queue] fifo_batch = \"0\": must be between 1 and 4096"},
+    {"control characters in a value are escaped", "[disk]\nname = a\tb\n",
+     "FILE:2: [disk] name = \"a\\x09b\": must not contain control characters"},
+    {"an empty value", "[admin]\nsocket =\n", "FILE:2: [admin] socket = \"\": must not be empty"},
+};
+
+/* Replace each "FILE" in @fmt by @path. */
+static void expand_file(char *buf, size_t len, const char *fmt, const char *path)
+{
+	const char *p = strstr(fmt, "FILE");
+
+	assert_non_null(p);
+	snprintf(buf, len, "%.*s%s%s", (int)(p - fmt), fmt, path, p + 4);
 }
 
-static void test_config_load_file_reports_first_bad_value(void **state)
+static void test_config_load_file_case(void **state)
 {
 	struct tmp *t = *state;
-	const char *path = path_in(t, "bad.ini");
+	const struct file_case *fc = t->param;
+	const char *path = path_in(t, "case.ini");
+	char expect[PATH_MAX + 1024];
 	struct td_config c;
 
-	write_file(path, "[queue]\nnr_requests = abc\nfifo_batch = 0\n");
-	td_config_init(&c);
-	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "[queue] nr_requests = \"abc\": not a number");
-	td_config_free(&c);
-}
-
-static void test_config_load_file_rejects_unknown_key(void **state)
-{
-	struct tmp *t = *state;
-	const char *path = path_in(t, "key.ini");
-	struct td_config c;
-
-	write_file(path, "[queue]\nmode = rq\nfoo = 1\n");
-	td_config_init(&c);
-	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown key [queue] foo");
-	td_config_free(&c);
-}
-
-static void test_config_load_file_rejects_unknown_section(void **state)
-{
-	struct tmp *t = *state;
-	const char *path = path_in(t, "section.ini");
-	struct td_config c;
-
-	write_file(path, "[tags]\ndepth = 8\n[bogus]\ndepth = 8\n");
-	td_config_init(&c);
-	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown section [bogus]");
-	td_config_free(&c);
-
-	/* An empty unknown section is an error too. */
-	write_file(path, "[tags]\n[Extra]\n");
-	td_config_init(&c);
-	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "unknown section [extra]");
-	td_config_free(&c);
-}
-
-static void test_config_load_file_rejects_key_outside_any_section(void **state)
-{
-	struct tmp *t = *state;
-	const char *path = path_in(t, "nosection.ini");
-	struct td_config c;
-	char expect[PATH_MAX + 100];
-
-	write_file(path, "depth = 8\n[tags]\n");
-	snprintf(expect, sizeof(expect), "config file \"%s\": key depth is outside any section",
-		 path);
+	write_file(path, fc->text);
+	expand_file(expect, sizeof(expect), fc->message, path);
 	td_config_init(&c);
 	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
 	assert_string_equal(t->err, expect);
 	td_config_free(&c);
 }
 
-static void test_config_load_file_reports_ini_syntax_error(void **state)
+/* iniparser reads lines of at most 1022 bytes; the message says so, with the line. */
+static void test_config_load_file_line_too_long(void **state)
 {
 	struct tmp *t = *state;
-	const char *path = path_in(t, "syntax.ini");
+	const char *path = path_in(t, "long.ini");
+	char text[1200], expect[PATH_MAX + 200], err[4096];
 	struct td_config c;
-	char expect[2 * PATH_MAX + 100];
 
-	write_file(path, "[tags]\ndepth = 8\noops\n[queue\n");
-	snprintf(expect, sizeof(expect), "config file \"%s\": syntax error in %s (3): oops", path,
+	snprintf(text, sizeof(text), "[disk]\n\nname = %01100d\n", 7);
+	write_file(path, text);
+	snprintf(expect, sizeof(expect),
+		 "%s:3: line too long: iniparser reads at most 1022 bytes per line, continuation"
+		 " lines included",
 		 path);
 	td_config_init(&c);
 	assert_int_equal(td_config_load_file(&c, path, t->err, sizeof(t->err)), -EINVAL);
 	assert_string_equal(t->err, expect);
+	td_config_free(&c);
+
+	/* 1022 bytes are fine, and the name is checked for its own length. */
+	snprintf(text, sizeof(text), "[disk]\nname = %01015d\n", 7);
+	assert_int_equal(strlen(text) - strlen("[disk]\n") - 1, 1022);
+	write_file(path, text);
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: [disk] name = \"0000"));
+	assert_non_null(strstr(err, "0007\": longer than 255 bytes"));
+	td_config_free(&c);
+}
+
+/* Each key's origin is the line that set it; a reload of another file forgets the old lines. */
+static void test_config_load_file_records_each_keys_line(void **state)
+{
+	struct tmp *t = *state;
+	const char *a = path_in(t, "a.ini");
+	const char *b = path_in(t, "b.ini");
+	const struct td_config_key *depth = td_config_find_key("tags", "depth");
+	const struct td_config_key *fifo = td_config_find_key("queue", "fifo_batch");
+	size_t di = (size_t)(depth - td_config_keys), fi = (size_t)(fifo - td_config_keys);
+	struct td_config c;
+
+	write_file(a, "; a\n[tags]\ndepth = 4\n\n[queue]\nfifo_batch = 2\n[tags]\ndepth = 5\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, a, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.origin_file, a);
+	assert_int_equal(c.origin[di].line, 8);
+	assert_int_equal(c.origin[fi].line, 6);
+	assert_null(c.origin[di].option);
+	for (size_t i = 0; i < td_config_nr_keys; i++)
+		if (i != di && i != fi)
+			assert_int_equal(c.origin[i].line, 0);
+
+	write_file(b, "[queue]\n\n\nfifo_batch = 3\n");
+	assert_int_equal(td_config_load_file(&c, b, t->err, sizeof(t->err)), 0);
+	assert_string_equal(c.origin_file, b);
+	assert_int_equal(c.origin[fi].line, 4);
+	assert_int_equal(c.origin[di].line, 0); /* set by a.ini, not b.ini */
+	assert_int_equal(c.depth, 5);
+
+	/* td_config_set() takes the key's origin away. */
+	assert_int_equal(td_config_set(&c, "queue", "fifo_batch", "9", t->err, sizeof(t->err)), 0);
+	assert_int_equal(c.origin[fi].line, 0);
+	assert_null(c.origin[fi].option);
 	td_config_free(&c);
 }
 
@@ -1371,8 +1476,10 @@ static void test_config_build_failure_leaves_config_unchanged(void **state)
 	assert_int_equal(td_config_build(&before, &cl, t->err, sizeof(t->err)), 0);
 
 	write_file(ini, "[tags]\ndepth = 0\n");
+	snprintf(expect, sizeof(expect), "%s:2: [tags] depth = \"0\": must be between 1 and 4096",
+		 ini);
 	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), -EINVAL);
-	assert_string_equal(t->err, "[tags] depth = \"0\": must be between 1 and 4096");
+	assert_string_equal(t->err, expect);
 	assert_config_equal(&c, &before);
 
 	assert_int_equal(unlink(ini), 0);
@@ -1776,6 +1883,350 @@ static void test_config_validate_makes_paths_absolute(void **state)
 	td_config_free(&c);
 }
 
+/* ---- messages name where a value came from ---------------------------- */
+
+/*
+ * A command line (and a file) that builds but does not validate, and the
+ * message: it names the option, or the file and line, that set the value.
+ * "DIR" stands for the test's directory (which holds mnt/), "FILE" for the
+ * file's path. Each case is a test of its own.
+ */
+struct origin_case {
+	const char *name;
+	const char *ini;     /* NULL: no -c */
+	off_t image_size;    /* > 0: DIR/disk.img exists with this size */
+	const char *args[8]; /* after "tagdiskd" (and -c FILE) */
+	const char *message;
+};
+
+static const struct origin_case origin_cases[] = {
+    {"a missing image named by --image",
+     NULL,
+     0,
+     {"--image", "DIR/disk.img", "--mount", "DIR/mnt"},
+     "--image \"DIR/disk.img\": does not exist and no size was given"},
+    {"a missing image named by the file",
+     "[disk]\nmountpoint = DIR/mnt\nimage = DIR/disk.img\n",
+     0,
+     {NULL},
+     "FILE:3: [disk] image = \"DIR/disk.img\": does not exist and no size was given"},
+    {"the command line's image, not the file's",
+     "[disk]\nimage = DIR/a.img\nsize = 0\n",
+     0,
+     {"--mount", "DIR/mnt", "--image", "DIR/b.img"},
+     "--image \"DIR/b.img\": does not exist and no size was given"},
+    {"a missing mount point named by --mount",
+     NULL,
+     0,
+     {"--image", "DIR/disk.img", "--size", "1M", "--mount", "DIR/nowhere"},
+     "--mount \"DIR/nowhere\": does not exist"},
+    {"a size that is no multiple of the block size, by --size",
+     NULL,
+     0,
+     {"--image", "DIR/disk.img", "--size", "1000", "--mount", "DIR/mnt"},
+     "--size \"1000\": must be a multiple of logical_block_size (512)"},
+    {"a size that is no multiple of the block size, by the file",
+     "[disk]\nlogical_block_size = 4096\n\nsize = 4608\n",
+     0,
+     {"--image", "DIR/disk.img", "--mount", "DIR/mnt"},
+     "FILE:4: [disk] size = \"4608\": must be a multiple of logical_block_size (4096)"},
+    {"a size other than the existing image's",
+     NULL,
+     1 << 20,
+     {"--image", "DIR/disk.img", "--size", "2M", "--mount", "DIR/mnt"},
+     "--size \"2M\": the existing image \"DIR/disk.img\" is 1M (1048576 bytes)"},
+    {"an existing image of a bad size, named by the file",
+     "[disk]\n\nimage = DIR/disk.img\n",
+     1000,
+     {"--mount", "DIR/mnt"},
+     "FILE:3: [disk] image = \"DIR/disk.img\": its size (1000 bytes) is not a nonzero multiple of"
+     " logical_block_size (512)"},
+    {"max_sectors against logical_block_size",
+     "[queue]\nmax_sectors = 2052\n[disk]\nlogical_block_size = 4096\n",
+     0,
+     {"--image", "DIR/disk.img", "--size", "1M", "--mount", "DIR/mnt"},
+     "FILE:2: [queue] max_sectors = \"2052\": must be a multiple of 8 with logical_block_size ="
+     " 4096"},
+    {"hdd seeks",
+     "[drive]\nhdd_seek_track_us = 600\nhdd_seek_full_us = 599\n",
+     0,
+     {"--image", "DIR/disk.img", "--size", "1M", "--mount", "DIR/mnt"},
+     "FILE:3: [drive] hdd_seek_full_us = \"599\": must be at least hdd_seek_track_us (600)"},
+    {"a socket group that does not exist",
+     "[admin]\nsocket_group = tagdisk-no-such-group\n",
+     0,
+     {"--image", "DIR/disk.img", "--size", "1M", "--mount", "DIR/mnt"},
+     "FILE:2: [admin] socket_group = \"tagdisk-no-such-group\": no such group"},
+};
+
+/* Copy @fmt into @buf with each "DIR" replaced by @dir and each "FILE" by @file. */
+static void subst(char *buf, size_t len, const char *fmt, const char *dir, const char *file)
+{
+	size_t n = 0;
+
+	while (*fmt && n + 1 < len) {
+		const char *with = NULL;
+
+		if (strncmp(fmt, "DIR", 3) == 0)
+			with = dir;
+		else if (strncmp(fmt, "FILE", 4) == 0)
+			with = file;
+		if (with) {
+			n += (size_t)snprintf(buf + n, len - n, "%s", with);
+			fmt += with == dir ? 3 : 4;
+		} else {
+			buf[n++] = *fmt++;
+		}
+	}
+	assert_true(n < len);
+	buf[n] = '\0';
+}
+
+static void test_config_validate_names_origin_case(void **state)
+{
+	struct tmp *t = *state;
+	const struct origin_case *oc = t->param;
+	const char *ini = path_in(t, "origin.ini");
+	char args[8][PATH_MAX], text[1024], expect[2 * PATH_MAX];
+	char *argv[12];
+	struct td_cmdline cl;
+	struct td_config c;
+	int argc = 0;
+	int before;
+
+	assert_int_equal(mkdir(path_in(t, "mnt"), 0755), 0);
+	if (oc->image_size)
+		make_file_of_size(path_in(t, "disk.img"), oc->image_size);
+	argv[argc++] = "tagdiskd";
+	if (oc->ini) {
+		subst(text, sizeof(text), oc->ini, t->dir, ini);
+		write_file(ini, text);
+		argv[argc++] = "-c";
+		argv[argc++] = (char *)ini;
+	}
+	for (size_t i = 0; oc->args[i]; i++) {
+		subst(args[i], sizeof(args[i]), oc->args[i], t->dir, ini);
+		argv[argc++] = args[i];
+	}
+	argv[argc] = NULL;
+	subst(expect, sizeof(expect), oc->message, t->dir, ini);
+
+	before = count_entries(t->dir);
+	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
+	td_config_init(&c);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	t->err[0] = '\0';
+	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), -EINVAL);
+	assert_string_equal(t->err, expect);
+	assert_int_equal(count_entries(t->dir), before); /* nothing created */
+	td_config_free(&c);
+	td_cmdline_free(&cl);
+}
+
+/* ---- diff, format, resolve, live -------------------------------------- */
+
+static const struct td_config_key *key_of(const char *section, const char *key)
+{
+	const struct td_config_key *k = td_config_find_key(section, key);
+
+	assert_non_null(k);
+	return k;
+}
+
+static void test_config_diff_names_changed_keys_in_table_order(void **state)
+{
+	struct tmp *t = *state;
+	const struct td_config_key *changed[8];
+	const struct td_config_key *sentinel = &td_config_keys[0];
+	struct td_config a, b;
+
+	td_config_init(&a);
+	td_config_init(&b);
+	assert_int_equal(td_config_diff(&a, &b, changed, TD_ARRAY_SIZE(changed)), 0);
+	assert_int_equal(td_config_diff(&a, &b, NULL, 0), 0);
+
+	assert_int_equal(td_config_set(&b, "admin", "socket", "/x.sock", t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_set(&b, "drive", "workers", "4", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&b, "tags", "depth", "8", t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(&b, "drive", "shutdown_timeout_ms", "0", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&b, "queue", "elevator", "noop", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_diff(&a, &b, changed, TD_ARRAY_SIZE(changed)), 5);
+	assert_ptr_equal(changed[0], key_of("queue", "elevator"));
+	assert_ptr_equal(changed[1], key_of("tags", "depth"));
+	assert_ptr_equal(changed[2], key_of("drive", "workers"));
+	assert_ptr_equal(changed[3], key_of("drive", "shutdown_timeout_ms"));
+	assert_ptr_equal(changed[4], key_of("admin", "socket"));
+	/* The entry says whether the running daemon can apply the change. */
+	assert_true(changed[0]->reloadable && changed[1]->reloadable && changed[3]->reloadable);
+	assert_false(changed[2]->reloadable || changed[4]->reloadable);
+	/* Symmetric. */
+	assert_int_equal(td_config_diff(&b, &a, changed, TD_ARRAY_SIZE(changed)), 5);
+	assert_ptr_equal(changed[4], key_of("admin", "socket"));
+
+	/* At most @max stored; the count is still every change. */
+	changed[2] = sentinel;
+	assert_int_equal(td_config_diff(&a, &b, changed, 2), 5);
+	assert_ptr_equal(changed[1], key_of("tags", "depth"));
+	assert_ptr_equal(changed[2], sentinel);
+	assert_int_equal(td_config_diff(&a, &b, NULL, 0), 5);
+
+	/* Equal strings in different buffers are equal; what is not a key does not count. */
+	td_config_free(&b);
+	td_config_init(&b);
+	assert_int_equal(td_config_set(&a, "disk", "image", "/i.img", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&b, "disk", "image", "/i.img", t->err, sizeof(t->err)), 0);
+	b.verbose = 3;
+	b.foreground = true;
+	b.socket_gid = 0;
+	b.origin[0].line = 12;
+	assert_int_equal(td_config_diff(&a, &b, changed, TD_ARRAY_SIZE(changed)), 0);
+	td_config_free(&a);
+	td_config_free(&b);
+}
+
+/* Every key is compared: setting any one key to another value is one change, that key. */
+static void test_config_diff_sees_every_key(void **state)
+{
+	struct tmp *t = *state;
+	const struct td_config_key *changed[2];
+	struct td_config def, c;
+
+	td_config_init(&def);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(every_key); i++) {
+		print_message("# [%s] %s\n", every_key[i].section, every_key[i].key);
+		td_config_init(&c);
+		assert_int_equal(td_config_set(&c, every_key[i].section, every_key[i].key,
+					       every_key[i].value, t->err, sizeof(t->err)),
+				 0);
+		assert_int_equal(td_config_diff(&def, &c, changed, TD_ARRAY_SIZE(changed)), 1);
+		assert_ptr_equal(changed[0], key_of(every_key[i].section, every_key[i].key));
+		td_config_free(&c);
+	}
+	td_config_free(&def);
+}
+
+static void test_config_format_value_reads_back(void **state)
+{
+	static const struct kv expect[] = {
+	    {"disk", "size", "2G"},
+	    {"disk", "read_only", "true"},
+	    {"queue", "mode", "bio"},
+	    {"drive", "model", "hdd"},
+	    {"drive", "write_cache", "volatile"},
+	    {"drive", "cache_size", "128M"},
+	    {"drive", "seed", "42"},
+	    {"admin", "socket_mode", "0600"},
+	    {"admin", "socket_group", "root"},
+	    {"drive", "shutdown_timeout_ms", "60000"},
+	};
+	struct tmp *t = *state;
+	struct td_config def, c, back;
+	char buf[PATH_MAX];
+
+	/* Defaults print as the table writes them (keys without one: unset, ""). */
+	td_config_init(&def);
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		const struct td_config_key *k = &td_config_keys[i];
+
+		assert_true(td_config_format_value(&def, k, buf, sizeof(buf)) >= 0);
+		assert_string_equal(buf, k->default_value ? k->default_value : "");
+	}
+
+	/* Any value prints as text that sets the same value again. */
+	td_config_init(&c);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(every_key); i++)
+		assert_int_equal(td_config_set(&c, every_key[i].section, every_key[i].key,
+					       every_key[i].value, t->err, sizeof(t->err)),
+				 0);
+	td_config_init(&back);
+	for (size_t i = 0; i < td_config_nr_keys; i++) {
+		const struct td_config_key *k = &td_config_keys[i];
+
+		assert_true(td_config_format_value(&c, k, buf, sizeof(buf)) < (int)sizeof(buf));
+		assert_int_equal(
+		    td_config_set(&back, k->section, k->key, buf, t->err, sizeof(t->err)), 0);
+	}
+	assert_int_equal(td_config_diff(&c, &back, NULL, 0), 0);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(expect); i++) {
+		td_config_format_value(&c, key_of(expect[i].section, expect[i].key), buf,
+				       sizeof(buf));
+		assert_string_equal(buf, expect[i].value);
+	}
+	/* Cut like snprintf, telling the whole length. */
+	assert_int_equal(td_config_format_value(&c, key_of("drive", "write_cache"), buf, 4), 8);
+	assert_string_equal(buf, "vol");
+	td_config_free(&back);
+	td_config_free(&c);
+	td_config_free(&def);
+}
+
+static void test_config_key_live_matches_reloadable_flag(void **state)
+{
+	(void)state;
+	assert_true(td_config_key_live("drive", "shutdown_timeout_ms"));
+	assert_true(td_config_key_live("TAGS", "Depth"));
+	assert_true(td_config_key_live("queue", "elevator"));
+	assert_false(td_config_key_live("queue", "mode"));
+	assert_false(td_config_key_live("drive", "workers"));
+	assert_false(td_config_key_live("queue", "depth")); /* wrong section */
+	assert_false(td_config_key_live("bogus", "depth"));
+	assert_false(td_config_key_live("tags", ""));
+}
+
+/*
+ * td_config_resolve() is the part of td_config_validate() that looks at no
+ * file: after it, a freshly built config compares equal to the validated
+ * one made from the same settings, as a reload needs.
+ */
+static void test_config_resolve_makes_built_equal_to_validated(void **state)
+{
+	struct tmp *t = *state;
+	const char *ini = path_in(t, "resolve.ini");
+	const struct td_config_key *changed[4];
+	struct td_config running, next;
+	struct td_cmdline cl;
+	char cwd[PATH_MAX], sock[PATH_MAX], text[PATH_MAX + 64];
+	char *argv[] = {"tagdiskd", "-c", (char *)ini, "--size", "1M", NULL};
+	int before;
+
+	assert_int_equal(mkdir(path_in(t, "mnt"), 0755), 0);
+	/* Relative paths in the file are taken from the current directory. */
+	snprintf(text, sizeof(text), "[disk]\nimage = disk.img\nmountpoint = mnt/\n");
+	write_file(ini, text);
+	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(t->dir), 0);
+	before = count_entries(".");
+
+	td_config_init(&running);
+	assert_int_equal(td_config_build(&running, &cl, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_validate(&running, t->err, sizeof(t->err)), 0);
+	td_config_init(&next);
+	assert_int_equal(td_config_build(&next, &cl, t->err, sizeof(t->err)), 0);
+	/* Built only: relative paths and no socket yet. */
+	assert_int_equal(td_config_diff(&running, &next, changed, TD_ARRAY_SIZE(changed)), 3);
+	assert_ptr_equal(changed[0], key_of("disk", "image"));
+	assert_ptr_equal(changed[1], key_of("disk", "mountpoint"));
+	assert_ptr_equal(changed[2], key_of("admin", "socket"));
+	assert_int_equal(td_config_resolve(&next, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_diff(&running, &next, changed, TD_ARRAY_SIZE(changed)), 0);
+	assert_int_equal(count_entries("."), before);
+	assert_int_equal(chdir(cwd), 0);
+
+	assert_string_equal(next.image, path_in(t, "disk.img"));
+	assert_string_equal(next.mountpoint, path_in(t, "mnt"));
+	assert_int_equal(td_config_default_socket(&next, geteuid(), sock, sizeof(sock)), 0);
+	assert_string_equal(next.socket, sock);
+	/* A socket that is set stays as it is; resolving twice changes nothing. */
+	assert_int_equal(td_config_resolve(&next, t->err, sizeof(t->err)), 0);
+	assert_string_equal(next.socket, sock);
+	td_config_free(&next);
+	td_config_free(&running);
+	td_cmdline_free(&cl);
+}
+
 /* ---- the example file ------------------------------------------------- */
 
 static char *read_example(void)
@@ -1900,7 +2351,7 @@ static void test_example_ini_loads_and_uncommented_equals_defaults(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	static const struct CMUnitTest fixed[] = {
 	    cmocka_unit_test(test_config_init_sets_documented_defaults),
 	    cmocka_unit_test(test_config_table_defaults_equal_init),
 	    cmocka_unit_test(test_config_table_lists_each_key_once_with_reload_flags),
@@ -1922,18 +2373,10 @@ int main(void)
 					    teardown_tmp),
 	    cmocka_unit_test_setup_teardown(test_config_load_file_ignores_case_comments_and_quotes,
 					    setup_tmp, teardown_tmp),
-	    cmocka_unit_test_setup_teardown(
-		test_config_load_file_quoted_spaces_are_kept_and_rejected, setup_tmp, teardown_tmp),
-	    cmocka_unit_test_setup_teardown(test_config_load_file_reports_first_bad_value,
-					    setup_tmp, teardown_tmp),
-	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_unknown_key, setup_tmp,
+	    cmocka_unit_test_setup_teardown(test_config_load_file_line_too_long, setup_tmp,
 					    teardown_tmp),
-	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_unknown_section,
-					    setup_tmp, teardown_tmp),
-	    cmocka_unit_test_setup_teardown(test_config_load_file_rejects_key_outside_any_section,
-					    setup_tmp, teardown_tmp),
-	    cmocka_unit_test_setup_teardown(test_config_load_file_reports_ini_syntax_error,
-					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_load_file_records_each_keys_line, setup_tmp,
+					    teardown_tmp),
 	    cmocka_unit_test_setup_teardown(
 		test_config_load_file_rejects_missing_file_and_directory, setup_tmp, teardown_tmp),
 	    cmocka_unit_test_setup_teardown(test_config_load_empty_file_keeps_defaults, setup_tmp,
@@ -1990,10 +2433,41 @@ int main(void)
 					    setup_tmp, teardown_tmp),
 	    cmocka_unit_test_setup_teardown(test_config_validate_makes_paths_absolute, setup_tmp,
 					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_diff_names_changed_keys_in_table_order,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_diff_sees_every_key, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_format_value_reads_back, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test(test_config_key_live_matches_reloadable_flag),
+	    cmocka_unit_test_setup_teardown(test_config_resolve_makes_built_equal_to_validated,
+					    setup_tmp, teardown_tmp),
 	    cmocka_unit_test(test_example_ini_documents_every_key_with_its_default),
 	    cmocka_unit_test_setup_teardown(test_example_ini_loads_and_uncommented_equals_defaults,
 					    setup_tmp, teardown_tmp),
 	};
+	enum { NR_FIXED = TD_ARRAY_SIZE(fixed) };
+	enum { NR_FILE = TD_ARRAY_SIZE(file_cases) };
+	enum { NR_ORIGIN = TD_ARRAY_SIZE(origin_cases) };
+	struct CMUnitTest tests[NR_FIXED + NR_FILE + NR_ORIGIN];
+	char names[NR_FILE + NR_ORIGIN][160];
+	size_t n = 0;
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	for (size_t i = 0; i < NR_FIXED; i++)
+		tests[n++] = fixed[i];
+	/* One test per table case, named after it, its case as the prestate. */
+	for (size_t i = 0; i < NR_FILE; i++) {
+		snprintf(names[i], sizeof(names[i]), "test_config_load_file_refuses: %s",
+			 file_cases[i].name);
+		tests[n++] = (struct CMUnitTest){names[i], test_config_load_file_case, setup_tmp,
+						 teardown_tmp, (void *)&file_cases[i]};
+	}
+	for (size_t i = 0; i < NR_ORIGIN; i++) {
+		snprintf(names[NR_FILE + i], sizeof(names[0]),
+			 "test_config_validate_names_origin: %s", origin_cases[i].name);
+		tests[n++] =
+		    (struct CMUnitTest){names[NR_FILE + i], test_config_validate_names_origin_case,
+					setup_tmp, teardown_tmp, (void *)&origin_cases[i]};
+	}
+	return _cmocka_run_group_tests("test_config", tests, n, NULL, NULL);
 }

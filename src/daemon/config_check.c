@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * config_check.c - the checks a whole config must pass before the daemon
+ * uses it: between keys (td_config_check), paths made absolute and the
+ * default socket filled (td_config_resolve), then against the system: the
+ * mountpoint, the image, the socket's group and path length
+ * (td_config_validate).
+ *
+ * Nothing here creates, opens for writing or changes a file. A message names
+ * where the value it is about came from (the option, or file:line), from
+ * the config's origin[].
+ */
+#include <assert.h>
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "config_int.h"
+
+static int bad(const struct td_config *c, enum td_cfg_key id, const char *value, char *err,
+	       size_t errlen, const char *fmt, ...) td_printf(6, 7);
+
+/* A message about @c's value @value of key @id, naming where it came from. Return: -EINVAL. */
+static int bad(const struct td_config *c, enum td_cfg_key id, const char *value, char *err,
+	       size_t errlen, const char *fmt, ...)
+{
+	char why[TD_CFG_QUOTE_MAX + 128];
+	struct td_cfg_where w;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	td_cfg_where_of(c, id, &w);
+	return td_cfg_bad_value(id, &w, value, err, errlen, "%s", why);
+}
+
+int td_config_check(const struct td_config *c, char *err, size_t errlen)
+{
+	char value[32];
+
+	if (!c->image)
+		return td_cfg_fail(err, errlen,
+				   "[disk] image is not set (give it in the config file or with"
+				   " --image)");
+	if (!c->mountpoint)
+		return td_cfg_fail(err, errlen,
+				   "[disk] mountpoint is not set (give it in the config file or"
+				   " with --mount)");
+	if (c->size_bytes % c->logical_block_size) {
+		td_format_size(c->size_bytes, value, sizeof(value));
+		return bad(c, KEY_DISK_SIZE, value, err, errlen,
+			   "must be a multiple of logical_block_size (%u)", c->logical_block_size);
+	}
+	if (c->max_sectors % (c->logical_block_size / 512)) {
+		snprintf(value, sizeof(value), "%u", c->max_sectors);
+		return bad(c, KEY_QUEUE_MAX_SECTORS, value, err, errlen,
+			   "must be a multiple of %u with logical_block_size = %u",
+			   c->logical_block_size / 512, c->logical_block_size);
+	}
+	if (c->hdd.seek_full_us < c->hdd.seek_track_us) {
+		snprintf(value, sizeof(value), "%u", c->hdd.seek_full_us);
+		return bad(c, KEY_DRIVE_HDD_SEEK_FULL_US, value, err, errlen,
+			   "must be at least hdd_seek_track_us (%u)", c->hdd.seek_track_us);
+	}
+	return 0;
+}
+
+int td_config_default_socket(const struct td_config *c, uid_t euid, char *buf, size_t len)
+{
+	const char *dir = "/run/tagdisk";
+	size_t dir_len = strlen(dir);
+	int n;
+
+	if (euid != 0) {
+		const char *slash;
+
+		if (!c->mountpoint)
+			return -EINVAL;
+		dir = c->mountpoint;
+		dir_len = strlen(dir);
+		while (dir_len > 1 && dir[dir_len - 1] == '/')
+			dir_len--;
+		slash = memrchr(dir, '/', dir_len);
+		if (!slash) {
+			dir = ".";
+			dir_len = 1;
+		} else {
+			/* "/mnt" lives in "/": keep that slash, drop every other trailing one. */
+			dir_len = (size_t)(slash - dir);
+			while (dir_len > 1 && dir[dir_len - 1] == '/')
+				dir_len--;
+			if (dir_len == 0)
+				dir_len = 1;
+		}
+	}
+	n = snprintf(buf, len, "%.*s%s%s.sock", (int)dir_len, dir,
+		     dir_len == 1 && dir[0] == '/' ? "" : "/", c->name);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Look @name up as a group name, or as a gid when it is all digits. Return: 0 or -errno. */
+static int resolve_group(const char *name, gid_t *gid)
+{
+	struct group grp;
+	struct group *res = NULL;
+	size_t buflen = 4096;
+	char *buf = NULL;
+	uint64_t num;
+	bool numeric = td_parse_u64(name, 0, (gid_t)-2, &num) == 0;
+	int ret;
+
+	for (;;) {
+		char *grown = realloc(buf, buflen);
+
+		if (!grown) {
+			free(buf);
+			return -ENOMEM;
+		}
+		buf = grown;
+		if (numeric)
+			ret = getgrgid_r((gid_t)num, &grp, buf, buflen, &res);
+		else
+			ret = getgrnam_r(name, &grp, buf, buflen, &res);
+		if (ret != ERANGE || buflen >= (1U << 20))
+			break;
+		buflen *= 2;
+	}
+	if (ret == 0 && res)
+		*gid = res->gr_gid;
+	free(buf);
+	if (ret)
+		return -ret;
+	return res ? 0 : -ENOENT;
+}
+
+/* Make @c's path of key @id absolute (see td_cfg_absolute_path). Return: 0 or a message. */
+static int make_absolute(struct td_config *c, enum td_cfg_key id, char *err, size_t errlen)
+{
+	char **path = (char **)((char *)c + td_cfg_rules[id].offset);
+	size_t len = strlen(*path);
+	char *abs;
+
+	assert(td_cfg_rules[id].kind == KIND_PATH);
+	if ((*path)[0] == '/' && (len == 1 || (*path)[len - 1] != '/'))
+		return 0;
+	abs = td_cfg_absolute_path(*path);
+	if (!abs) {
+		if (errno == ENOMEM)
+			return td_cfg_nomem(err, errlen);
+		return bad(c, id, *path, err, errlen, "%s", strerror(errno));
+	}
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
+int td_config_resolve(struct td_config *c, char *err, size_t errlen)
+{
+	char sock[PATH_MAX];
+	int ret = 0;
+
+	if (c->image)
+		ret = make_absolute(c, KEY_DISK_IMAGE, err, errlen);
+	if (!ret && c->mountpoint)
+		ret = make_absolute(c, KEY_DISK_MOUNTPOINT, err, errlen);
+	if (!ret && c->socket)
+		ret = make_absolute(c, KEY_ADMIN_SOCKET, err, errlen);
+	if (ret || c->socket || !c->mountpoint)
+		return ret;
+	if (td_config_default_socket(c, geteuid(), sock, sizeof(sock)))
+		return td_cfg_fail(err, errlen, "[admin] socket: the default path is too long");
+	c->socket = strdup(sock);
+	if (!c->socket)
+		return td_cfg_nomem(err, errlen);
+	return 0;
+}
+
+/* The image exists: it must be usable as the disk as it is. */
+static int check_existing_image(const struct td_config *c, const struct stat *st, char *err,
+				size_t errlen)
+{
+	char have[32], want[32], quoted[TD_CFG_QUOTE_MAX];
+	uint64_t bytes = (uint64_t)st->st_size;
+
+	if (!S_ISREG(st->st_mode))
+		return bad(c, KEY_DISK_IMAGE, c->image, err, errlen, "not a regular file");
+	if (bytes == 0 || bytes % c->logical_block_size)
+		return bad(
+		    c, KEY_DISK_IMAGE, c->image, err, errlen,
+		    "its size (%llu bytes) is not a nonzero multiple of logical_block_size (%u)",
+		    (unsigned long long)bytes, c->logical_block_size);
+	if (c->size_bytes && c->size_bytes != bytes) {
+		td_format_size(c->size_bytes, want, sizeof(want));
+		td_format_size(bytes, have, sizeof(have));
+		return bad(c, KEY_DISK_SIZE, want, err, errlen,
+			   "the existing image \"%s\" is %s (%llu bytes)",
+			   td_cfg_escape(c->image, quoted, sizeof(quoted)), have,
+			   (unsigned long long)bytes);
+	}
+	return 0;
+}
+
+/* The image is missing: the daemon will create it, which needs a size and a directory. */
+static int check_new_image(const struct td_config *c, char *err, size_t errlen)
+{
+	char quoted[TD_CFG_QUOTE_MAX];
+	const char *slash = strrchr(c->image, '/');
+	size_t dir_len = (size_t)(slash - c->image);
+	struct stat st;
+	char *dir;
+	int ret = 0;
+
+	assert(slash); /* made absolute before */
+	if (c->size_bytes == 0)
+		return bad(c, KEY_DISK_IMAGE, c->image, err, errlen,
+			   "does not exist and no size was given");
+	dir = strndup(c->image, dir_len ? dir_len : 1);
+	if (!dir)
+		return td_cfg_nomem(err, errlen);
+	td_cfg_escape(dir, quoted, sizeof(quoted));
+	if (stat(dir, &st) < 0) {
+		if (errno == ENOENT)
+			ret = bad(c, KEY_DISK_IMAGE, c->image, err, errlen,
+				  "directory \"%s\" does not exist", quoted);
+		else
+			ret = bad(c, KEY_DISK_IMAGE, c->image, err, errlen, "directory \"%s\": %s",
+				  quoted, strerror(errno));
+	} else if (!S_ISDIR(st.st_mode)) {
+		ret = bad(c, KEY_DISK_IMAGE, c->image, err, errlen, "\"%s\" is not a directory",
+			  quoted);
+	}
+	free(dir);
+	return ret;
+}
+
+int td_config_validate(struct td_config *c, char *err, size_t errlen)
+{
+	struct sockaddr_un addr;
+	struct stat st;
+	int ret;
+
+	ret = td_config_check(c, err, errlen);
+	if (!ret)
+		ret = td_config_resolve(c, err, errlen);
+	if (ret)
+		return ret;
+
+	if (stat(c->mountpoint, &st) < 0)
+		return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "%s",
+			   errno == ENOENT ? "does not exist" : strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "not a directory");
+
+	if (stat(c->image, &st) == 0)
+		ret = check_existing_image(c, &st, err, errlen);
+	else if (errno == ENOENT)
+		ret = check_new_image(c, err, errlen);
+	else
+		ret = bad(c, KEY_DISK_IMAGE, c->image, err, errlen, "%s", strerror(errno));
+	if (ret)
+		return ret;
+
+	c->socket_gid = (gid_t)-1;
+	if (c->socket_group) {
+		ret = resolve_group(c->socket_group, &c->socket_gid);
+		if (ret == -ENOMEM)
+			return td_cfg_nomem(err, errlen);
+		if (ret)
+			return bad(c, KEY_ADMIN_SOCKET_GROUP, c->socket_group, err, errlen, "%s",
+				   ret == -ENOENT ? "no such group" : strerror(-ret));
+	}
+
+	if (strlen(c->socket) >= sizeof(addr.sun_path))
+		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+			   "longer than the %zu bytes a Unix socket path may have",
+			   sizeof(addr.sun_path) - 1);
+	return 0;
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bats
+# Configuration errors name where they are (DESIGN.md, contract): the file and
+# line for a value from the INI file, the option for one from the command
+# line, then the key and the value. Each test runs the real daemon on a bad
+# setting and checks the one line on stderr, exit status 2, and that nothing
+# was created or mounted. No FUSE is needed: the daemon stops before it.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	[ -x "$TAGDISKD" ] || td_skip_file "tagdiskd is not built ($TAGDISKD)"
+	return 0
+}
+
+setup() {
+	td_setup_dir
+	TD_INI=$TD_DIR/vm1.ini
+}
+
+teardown() { td_teardown; }
+
+# Names, types, sizes, modes and times of everything under the test directory.
+snapshot() {
+	(cd "$TD_DIR" && find . -printf '%p %y %s %m %T@\n' | sort)
+}
+
+# refused MESSAGE ARGS...: tagdiskd ARGS exits 2 with exactly the stderr line
+# "tagdiskd: MESSAGE", prints nothing on stdout, and leaves the test directory
+# as it was: no image, no socket, the mount point empty and not mounted.
+refused() {
+	local msg=$1 before
+	shift
+	before=$(snapshot)
+	run_tagdiskd "$@"
+	echo "status $status; stdout: $output; stderr: $stderr" >&2
+	[ "$status" -eq 2 ]
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[ "$stderr" = "tagdiskd: $msg" ]
+	[ -z "$output" ]
+	[ "$(snapshot)" = "$before" ]
+	[ ! -e "$TD_IMG" ]
+	[ ! -e "$TD_SOCK" ]
+	[ -z "$(ls -A "$TD_MNT")" ]
+	td_not_mounted "$TD_MNT"
+}
+
+# A realistic file; tests append to it or change one line.
+write_ini() {
+	cat >"$TD_INI" <<EOF
+; vm1: an HDD-like disk
+[disk]
+image = $TD_IMG
+size = 64M
+mountpoint = $TD_MNT
+
+[queue]
+elevator = deadline
+
+[tags]
+depth = 8
+
+[admin]
+socket = $TD_SOCK
+EOF
+}
+
+@test "a key in the wrong section: file:line, key, value, and the section it belongs in" {
+	write_ini
+	sed -i 's/^elevator = deadline$/depth = 32/' "$TD_INI"
+	refused "$TD_INI:8: [queue] depth = \"32\": unknown key in [queue] (it belongs in [tags])" \
+		-c "$TD_INI"
+}
+
+@test "an unknown key: file:line, key and value" {
+	write_ini
+	sed -i 's/^size = 64M$/colour = blue/' "$TD_INI"
+	refused "$TD_INI:4: [disk] colour = \"blue\": unknown key" -c "$TD_INI"
+}
+
+@test "an unknown section: file:line and the sections there are" {
+	write_ini
+	printf '\n[Drives]\nworkers = 2\n' >>"$TD_INI"
+	refused "$TD_INI:16: [drives]: unknown section (known: disk, queue, tags, drive, admin)" \
+		-c "$TD_INI"
+}
+
+@test "a key before the first section: file:line, and where it belongs" {
+	write_ini
+	sed -i '1i depth = 8' "$TD_INI"
+	refused "$TD_INI:1: depth = \"8\": key outside any section (it belongs in [tags])" \
+		-c "$TD_INI"
+}
+
+@test "the first bad line of the file is named, whatever order iniparser keeps" {
+	write_ini
+	# iniparser holds [tags] depth (first set at line 11) before [admin] socket (line 14);
+	# depth turns bad at line 17, after the bad socket: line 14 is the first bad line.
+	sed -i 's/^socket = .*/socket =/' "$TD_INI"
+	printf '\n[tags]\ndepth = 0\n' >>"$TD_INI"
+	refused "$TD_INI:14: [admin] socket = \"\": must not be empty" -c "$TD_INI"
+}
+
+@test "a new key out of range: [drive] shutdown_timeout_ms" {
+	write_ini
+	printf '[drive]\nshutdown_timeout_ms = 3600001\n' >>"$TD_INI"
+	refused "$TD_INI:16: [drive] shutdown_timeout_ms = \"3600001\": must be between 0 and 3600000" \
+		-c "$TD_INI"
+}
+
+@test "a line iniparser cannot read: file:line and the line" {
+	write_ini
+	sed -i 's/^\[tags\]$/[tags/' "$TD_INI"
+	refused "$TD_INI:10: syntax error: \"[tags\" is not a [section], key = value or comment line" \
+		-c "$TD_INI"
+}
+
+@test "a file written with CRLF line ends still names the right line" {
+	write_ini
+	sed -i 's/^depth = 8$/depth = abc/' "$TD_INI"
+	sed -i 's/$/\r/' "$TD_INI"
+	refused "$TD_INI:11: [tags] depth = \"abc\": not a number" -c "$TD_INI"
+}
+
+@test "a missing image set in the file: file:line of [disk] image" {
+	write_ini
+	sed -i '/^size = 64M$/d' "$TD_INI"
+	refused "$TD_INI:3: [disk] image = \"$TD_IMG\": does not exist and no size was given" \
+		-c "$TD_INI"
+}
+
+@test "a missing image given on the command line: the option, though the file sets one too" {
+	write_ini
+	sed -i '/^size = 64M$/d' "$TD_INI"
+	refused "--image \"$TD_DIR/other.img\": does not exist and no size was given" \
+		-c "$TD_INI" --image "$TD_DIR/other.img"
+	[ ! -e "$TD_DIR/other.img" ]
+}
+
+@test "a mount point that is a file, set in the file: file:line of [disk] mountpoint" {
+	write_ini
+	touch "$TD_DIR/plain"
+	sed -i "s|^mountpoint = .*|mountpoint = $TD_DIR/plain|" "$TD_INI"
+	refused "$TD_INI:5: [disk] mountpoint = \"$TD_DIR/plain\": not a directory" -c "$TD_INI"
+}
+
+@test "a size that is no multiple of the block size, from the command line: the option" {
+	write_ini
+	refused "--size \"1000\": must be a multiple of logical_block_size (512)" \
+		-c "$TD_INI" --size 1000
+}
