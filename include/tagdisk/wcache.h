@@ -13,18 +13,31 @@
  *  - Writes are cached in lines of TD_WCACHE_LINE bytes, each with a bit per
  *    512-byte sector saying which sectors it holds. A line remembers the
  *    last write that touched it.
- *  - Reads come from the image, with cached sectors laid over them.
+ *  - Reads come from the image, with cached sectors laid over them (a read
+ *    the cache holds whole does not reach the image).
  *  - When the cache holds cache_size bytes, the oldest lines are written
- *    back (and leave the cache) before new data goes in.
- *  - FUA writes go through to the image (durable before completing) and
- *    take their sectors out of the cache.
- *  - Discard and write zeroes act on the image at once and drop the cached
- *    sectors of their range.
- *  - Flush writes every line back in sector order, then flushes the image.
+ *    back (and leave the cache) before new data goes in. A write is applied
+ *    whole or not at all: when making room for it fails, it fails with that
+ *    error and the cache is as it was (what was written back reads the same).
+ *  - FUA writes, and writes larger than the whole cache, go through to the
+ *    image (FUA ones durable before completing) and take their sectors out
+ *    of the cache.
+ *  - Discard and write zeroes act on the image at once, then drop the cached
+ *    sectors of their range (a failed one leaves the cache as it was).
+ *  - Flush writes every line back in sector order, then flushes the image;
+ *    it returns once everything written before it started is durable. Lines
+ *    whose write-back fails stay cached (a later flush retries them) and the
+ *    flush returns the error.
  *
- * LOCKING: one mutex, held across the backend I/O it does, so the cache's
- * view and the image's stay consistent; in volatile mode the drive's
- * commands are serialised through it (it is a testing mode, not a fast one).
+ * LOCKING: one mutex guards the lines and the counters; it is never held
+ * across backend I/O, except by td_wcache_powerfail() (the drive is dead
+ * while the power fails). Write-back copies a line under the mutex, writes
+ * the copy without it and marks the line busy meanwhile; a read copies what
+ * the cache holds of its range under the mutex and reads the rest from the
+ * image without it, so reads never wait for a write-back. Writes wait only
+ * for room in a full cache; FUA writes, discards and write zeroes wait for
+ * the write-back of lines in their range. Every function may be called from
+ * several threads at once, except td_wcache_destroy().
  * Last in the lock order of tagdisk/queue.h.
  */
 #ifndef TAGDISK_WCACHE_H
@@ -65,10 +78,19 @@ struct td_powerfail_result {
  */
 struct td_wcache *td_wcache_create(const struct td_backend *be, uint64_t capacity,
 				   uint64_t cache_size) td_nonnull(1) td_warn_unused;
-/* Free the cache, dropping what it holds (flush first to keep it). */
-void td_wcache_destroy(struct td_wcache *wc) td_nonnull(1);
+/*
+ * Free the cache, dropping what it still holds (flush first to keep it): the
+ * data of writes that completed but never reached the image, for instance
+ * because the last flush failed. Each lost byte range is logged (at error
+ * level: a summary, then the first ranges). No other call may be running.
+ * Return: the number of bytes lost, 0 when the cache was empty.
+ */
+uint64_t td_wcache_destroy(struct td_wcache *wc) td_nonnull(1);
 
-/* The backend operations, cached. Each returns 0 or a negative errno. */
+/*
+ * The backend operations, cached. Offsets and lengths are multiples of 512
+ * bytes (-EINVAL otherwise). Each returns 0 or a negative errno.
+ */
 int td_wcache_read(struct td_wcache *wc, const struct iovec *iov, int iovcnt, uint64_t off)
 	td_nonnull(1, 2);
 int td_wcache_write(struct td_wcache *wc, const struct iovec *iov, int iovcnt, uint64_t off,
@@ -87,5 +109,17 @@ int td_wcache_powerfail(struct td_wcache *wc, unsigned int keep_pct, uint64_t se
 			struct td_powerfail_result *res) td_nonnull(1, 4);
 
 void td_wcache_get_stats(struct td_wcache *wc, struct td_wcache_stats *st) td_nonnull(1, 2);
+
+/*
+ * The first run of cached sectors that ends after byte @off: [*@start, *@end)
+ * in bytes (*@start may lie before @off, in @off's sector). Those bytes read
+ * back from the cache whatever the image holds there: SEEK_DATA, SEEK_HOLE
+ * and st_blocks on the disk must count them as data. A sector leaves the
+ * cache only once the image has it, so asking the cache first and the image
+ * second never misses data written before the question.
+ * Return: false when nothing at or after @off is cached.
+ */
+bool td_wcache_next_cached(struct td_wcache *wc, uint64_t off, uint64_t *start, uint64_t *end)
+	td_nonnull(1, 3, 4);
 
 #endif /* TAGDISK_WCACHE_H */
