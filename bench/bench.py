@@ -4,7 +4,8 @@
 
 Targets, all on images of the same size, prefilled with data (holes read too fast):
   raw          the image file itself
-  passthrough  the project's own FUSE front end with the engine switched off:
+  passthrough  bench/passthrough.c: tagdiskd's FUSE transport (session loop, threads,
+               buffer pool, open flags) with its own operations instead of the engine's:
                every request is served by pread/pwrite in the FUSE thread (the ceiling)
   bio          tagdiskd, mode = bio (make_request straight to the drive)
   rq-noop      tagdiskd, mode = rq, noop, depth 32

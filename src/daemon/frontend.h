@@ -15,20 +15,11 @@
  * hole is a discard and zeroing a range is a write-zeroes. In read-only mode
  * opening for writing fails with EROFS.
  *
- * The front end runs its own multithreaded session loop on top of libfuse's
- * low-level API (fuse_session_receive_buf / fuse_session_process_buf):
- *  - threads are started on demand, up to max_threads, when none is idle;
- *  - receive buffers come from a pool; a large write keeps the buffer it
- *    arrived in (no copy) and the thread takes a fresh one;
- *  - FUSE_OPEN is answered by the loop itself so the reply can carry
- *    FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES, which libfuse 3.14's
- *    fuse_file_info cannot express (without it, the kernel serialises
- *    synchronous direct writers on the inode).
- *
- * Pass-through (benchmarks only): with params.passthrough, the handlers skip
- * the engine entirely and serve each request with pread/pwrite/fdatasync/
- * fallocate on image_fd in the FUSE thread, replying at once: the fastest
- * this front end can be, the ceiling tagdisk is measured against.
+ * The operations are served by the classic transport (fuse_session.h: our
+ * own multithreaded loop on libfuse's low-level API, which answers FUSE_OPEN
+ * itself so the reply carries FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES)
+ * and move their data in buffers of a pool (bufpool.h: at most 28 MiB of
+ * free buffers are kept after a burst; the rest is unmapped).
  *
  * Lifetime: create (mounts), run (serves until stopped or unmounted), then
  * the owner drains the queue, unmounts and destroys.
@@ -57,7 +48,6 @@ struct td_frontend_params {
 	unsigned int max_threads;      /* FUSE threads at most */
 	unsigned int max_background;   /* the kernel's async request limit */
 	int image_fd;		       /* for st_blocks in getattr; -1 if none */
-	bool passthrough;	       /* benchmark ceiling: no engine, see below */
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
 };

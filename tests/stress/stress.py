@@ -34,8 +34,9 @@ Then: stop the chaos, clear the faults, let the workloads finish, and require
 no fio error or verify failure on ext4; only EIO on the spare region; no
 request failed by retries; no tag outstanding; e2fsck -fn clean; every file
 of the churn intact after a remount; no I/O or ext4 error on the loop device
-in the kernel log; the daemon's peak RSS (VmHWM) under the limit; exit 0 on
-SIGTERM. It prints the count of every action. Exit status: 0 pass, 1 a
+in the kernel log; the daemon's peak RSS (VmHWM) under the limit, and its
+RSS once the workloads are over under the bound (see RSS_LIMIT_MIB_DEFAULT);
+exit 0 on SIGTERM. It prints the count of every action. Exit status: 0 pass, 1 a
 violation (each one listed), 77 skipped (no root, /dev/fuse or tool).
 """
 import argparse
@@ -77,6 +78,16 @@ SSD_LATENCY_US = 100
 MAX_RETRIES = 20
 DEPTHS = (1, 2, 3, 4, 8, 16, 32, 64, 128)
 CHURN_BYTES_MAX = 48 * MIB
+# The daemon's memory (everything it maps is locked). At its peak: a 32 MiB base, one 1 MiB
+# buffer for each of the nr_requests (128) requests in flight, a receive buffer (1 MiB + 4 KiB)
+# for each of the 16 FUSE threads (rq mode with drive workers), and the buffer pool's reserve
+# of free buffers (28 MiB + 32 KiB, src/daemon/bufpool.h): 204 MiB; the limit leaves room
+# for the engine's read-modify-write bounce buffers. Once the workloads are over (issue 11):
+# the base, the pool's reserve and the receive buffers of at most 10 idle FUSE threads
+# (src/daemon/fuse_session.c).
+RSS_LIMIT_MIB_DEFAULT = 256
+SETTLED_RSS_KIB = 32 * 1024 + (28 * 1024 + 32) + 10 * 1028
+SETTLE_SECONDS = 60
 
 BAD_COMMANDS = [
     "frob", "status extra", "depth x", "depth 0", "depth 99999", "elevator nosuch",
@@ -655,10 +666,23 @@ class Stress:
 
         hwm = self.d.proc_status("VmHWM") or 0
         self.rss_peak_kib = max(self.rss_peak_kib, hwm)
-        self.figures["daemon peak RSS, VmHWM (MiB)"] = round(self.rss_peak_kib / 1024, 1)
+        self.figures["daemon peak RSS, VmHWM (MiB, limit %d)" % self.args.rss_limit_mib] = round(
+            self.rss_peak_kib / 1024, 1)
         if self.rss_peak_kib > self.args.rss_limit_mib * 1024:
             self.violation("daemon peak RSS %.1f MiB is over the %d MiB limit" %
                            (self.rss_peak_kib / 1024, self.args.rss_limit_mib))
+        # Nothing runs any more: the buffers of the last I/O go back to the pool just after
+        # their replies, and the pool keeps only its reserve.
+        end = time.monotonic() + SETTLE_SECONDS
+        rss = self.d.proc_status("VmRSS") or 0
+        while rss > SETTLED_RSS_KIB and time.monotonic() < end:
+            time.sleep(0.1)
+            rss = self.d.proc_status("VmRSS") or 0
+        self.figures["daemon RSS once idle, VmRSS (MiB, bound %.1f)" % (
+            SETTLED_RSS_KIB / 1024)] = round(rss / 1024, 1)
+        if rss > SETTLED_RSS_KIB:
+            self.violation("daemon RSS %.1f MiB once idle is over the %.1f MiB bound (the "
+                           "buffer pool keeps too much?)" % (rss / 1024, SETTLED_RSS_KIB / 1024))
 
         # The file system: fsck clean, and every file of the churn intact from the disk.
         subprocess.call(["sync", "-f", self.fs])
@@ -724,7 +748,8 @@ def main():
                     default=int(os.environ.get("STRESS_SEED", "0")) or
                     int(time.time()) % 1000000)
     ap.add_argument("--rss-limit-mib", type=int,
-                    default=int(os.environ.get("STRESS_RSS_LIMIT_MIB", "256")))
+                    default=int(os.environ.get("STRESS_RSS_LIMIT_MIB",
+                                               str(RSS_LIMIT_MIB_DEFAULT))))
     ap.add_argument("--tmpdir", default=os.environ.get("TMPDIR", "/tmp"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     Stress(ap.parse_args()).run()

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * fuse_session.c - the classic FUSE transport: libfuse's low-level session,
+ * our own loop and threads.
+ *
+ * Threads. The loop starts with one thread and starts another whenever a
+ * thread takes a request while no other is idle, up to max_threads; a thread
+ * that finds MAX_IDLE others idle when it finishes a request ends, so a burst
+ * does not leave dozens of threads behind (each one more for the kernel to
+ * wake, each holding a receive buffer). `idle` counts the threads between
+ * requests, including one being started (it may take a request before
+ * pthread_create() returns). Whether many threads run depends on the ops:
+ * tagdiskd's handlers in rq mode with drive workers only block for
+ * back-pressure; in bio mode, or with an inline drive, each I/O in flight
+ * occupies a thread.
+ *
+ * Receive buffers. Each thread holds one (class td_fuse_recv_size() of the
+ * pool) while it reads. A handler that steals it (td_fuse_steal_recv_buf)
+ * owns it from then on; the thread takes another from the pool for its next
+ * read. A thread gives its buffer back when it ends.
+ *
+ * Stopping. td_fuse_session_stop() sets a flag and wakes run, which
+ * interrupts threads blocked in read(2) with SIGUSR1 (installed without
+ * SA_RESTART), repeating until every thread has noticed. An unmount makes
+ * read(2) fail with ENODEV, which ends the loop the same way.
+ */
+#define FUSE_USE_VERSION 312
+#include <assert.h>
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/list.h"
+#include "common/lock.h"
+#include "common/log.h"
+#include "daemon/fuse_session.h"
+
+#define THREAD_STACK (512U << 10)
+#define MAX_IDLE     10 /* idle loop threads kept; more of them exit */
+/*
+ * libfuse reads requests of up to its bufsize: 256 pages of payload plus a
+ * page of headers (FUSE_MAX_MAX_PAGES and FUSE_BUFFER_HEADER_SIZE, private
+ * to libfuse). Receive buffers must hold that much.
+ */
+#define LIBFUSE_MAX_PAGES   256
+#define LIBFUSE_HEADER_SIZE 4096
+#define MAX_WRITE	    (1U << 20)
+
+struct loop_thread {
+	struct td_list link; /* s->threads, under s->lock */
+	pthread_t tid;
+	bool done;	     /* s->lock */
+};
+
+struct td_fuse_session {
+	struct fuse_session *se;
+	struct fuse_lowlevel_ops ll; /* the caller's, with init wrapped */
+	const struct td_fuse_ops *ops;
+	void *userdata;
+	struct td_bufpool *pool;
+	char *mountpoint;
+	bool mounted;
+	unsigned int max_threads;
+	unsigned int max_background;
+
+	struct td_mutex lock;
+	struct td_cond exit_cond;	/* a thread is done, or stop was asked */
+	struct td_list threads;		/* lock */
+	unsigned int nr_threads;	/* lock */
+	unsigned int peak_threads;	/* lock */
+	_Atomic unsigned int idle;
+	_Atomic bool stopping;
+};
+
+/* The session this loop thread serves; the receive buffer it is handling, if a handler kept it. */
+static _Thread_local struct td_fuse_session *tl_session;
+static _Thread_local struct td_buf *tl_rbuf;
+static _Thread_local bool tl_stolen;
+
+size_t td_fuse_recv_size(void)
+{
+	return LIBFUSE_MAX_PAGES * (size_t)getpagesize() + LIBFUSE_HEADER_SIZE;
+}
+
+struct td_buf *td_fuse_steal_recv_buf(const void *data, size_t len)
+{
+	struct td_buf *rb = tl_rbuf;
+	const char *p = data;
+
+	if (!rb || p < (const char *)rb->mem || len > rb->cap ||
+	    (size_t)(p - (const char *)rb->mem) > rb->cap - len)
+		return NULL;
+	tl_rbuf = NULL;
+	tl_stolen = true;
+	return rb;
+}
+
+/* FUSE_INIT: the limits that follow from our buffers, then the file system's own wishes. */
+static void session_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct td_fuse_session *s = tl_session;
+
+	conn->max_write = MAX_WRITE;
+	conn->max_background = s->max_background;
+	conn->congestion_threshold = TD_MAX(s->max_background * 3 / 4, 1U);
+	/* Buffers must be memory we own: no splicing. */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	if (s->ops->ll->init)
+		s->ops->ll->init(userdata, conn);
+	td_info("fuse: max_write %u, max_background %u, congestion_threshold %u", conn->max_write,
+		conn->max_background, conn->congestion_threshold);
+}
+
+/* Write a raw reply to the kernel. Return: 0 or a negative errno. */
+static int send_raw(struct td_fuse_session *s, uint64_t unique, int error, const void *arg,
+		    size_t arg_len)
+{
+	struct fuse_out_header out = {
+		.len = (uint32_t)(sizeof(out) + (error ? 0 : arg_len)),
+		.error = -error,
+		.unique = unique,
+	};
+	struct iovec iov[2] = { { &out, sizeof(out) }, { (void *)arg, arg_len } };
+	ssize_t n = writev(fuse_session_fd(s->se), iov, error ? 1 : 2);
+
+	return n < 0 ? -errno : 0;
+}
+
+/* Answer FUSE_OPEN ourselves, with the open flags ops->open chose. */
+static void open_raw(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len)
+{
+	const struct fuse_open_in *arg = (const void *)(in + 1);
+	struct fuse_open_out out = { 0 };
+	int error;
+
+	if (len < sizeof(*in) + sizeof(*arg))
+		error = EIO;
+	else
+		error = s->ops->open(s->userdata, in->nodeid, arg->flags, &out.open_flags);
+	if (send_raw(s, in->unique, error, &out, sizeof(out)) && !error && s->ops->open_unsent)
+		s->ops->open_unsent(s->userdata, in->nodeid);
+}
+
+static void *loop_thread(void *arg);
+
+/* Start one more thread. */
+static void spawn_thread_locked(struct td_fuse_session *s)
+{
+	struct loop_thread *t = calloc(1, sizeof(*t));
+	pthread_attr_t attr;
+
+	assert(td_lock_held(&s->lock));
+	if (!t)
+		return;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	/* Counted idle before it exists: it may take a request before we return. */
+	atomic_fetch_add(&s->idle, 1);
+	if (pthread_create(&t->tid, &attr, loop_thread, s)) {
+		atomic_fetch_sub(&s->idle, 1);
+		td_warnx("fuse: cannot start another thread (%u running)", s->nr_threads);
+		free(t);
+	} else {
+		td_list_add_tail(&t->link, &s->threads);
+		s->nr_threads++;
+		if (s->nr_threads > s->peak_threads)
+			s->peak_threads = s->nr_threads;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+static struct loop_thread *self_locked(struct td_fuse_session *s)
+{
+	struct td_list *pos;
+
+	assert(td_lock_held(&s->lock));
+	td_list_for_each(pos, &s->threads) {
+		struct loop_thread *t = td_list_entry(pos, struct loop_thread, link);
+
+		if (pthread_equal(t->tid, pthread_self()))
+			return t;
+	}
+	return NULL;
+}
+
+static void *loop_thread(void *arg)
+{
+	struct td_fuse_session *s = arg;
+	size_t recv_size = td_fuse_recv_size();
+	struct td_buf *rb = NULL;
+	bool counted = true; /* counted in s->idle (spawn_thread_locked counted us) */
+	sigset_t set;
+
+	td_thread_name("td-fuse");
+	tl_session = s;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+
+	while (!atomic_load(&s->stopping) && !fuse_session_exited(s->se)) {
+		if (!rb)
+			rb = td_bufpool_get(s->pool, recv_size);
+		if (!rb) {
+			td_err("fuse: out of memory for a receive buffer");
+			break;
+		}
+		struct fuse_buf fbuf = { .mem = rb->mem, .size = rb->cap };
+		int res = fuse_session_receive_buf(s->se, &fbuf);
+
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0) {
+			if (res < 0)
+				td_warnx("fuse: reading the device: %s", strerror(-res));
+			break;
+		}
+		/* Busy now: make sure someone else is listening. */
+		if (atomic_fetch_sub(&s->idle, 1) == 1) {
+			td_mutex_lock(&s->lock);
+			if (s->nr_threads < s->max_threads && !atomic_load(&s->stopping))
+				spawn_thread_locked(s);
+			td_mutex_unlock(&s->lock);
+		}
+		const struct fuse_in_header *in = (const void *)fbuf.mem;
+
+		if (in->opcode == FUSE_OPEN) {
+			open_raw(s, in, (size_t)res);
+		} else {
+			tl_rbuf = rb;
+			tl_stolen = false;
+			fuse_session_process_buf(s->se, &fbuf);
+			tl_rbuf = NULL;
+			if (tl_stolen)
+				rb = NULL;
+		}
+		/*
+		 * Idle again, unless MAX_IDLE threads already wait for work: then
+		 * this one ends without ever counting as idle (counting it first would
+		 * let threads on their way out make others leave too, down to none).
+		 */
+		unsigned int idle = atomic_load(&s->idle);
+
+		do {
+			if (idle >= MAX_IDLE) {
+				counted = false;
+				break;
+			}
+		} while (!atomic_compare_exchange_weak(&s->idle, &idle, idle + 1));
+		if (!counted)
+			break;
+	}
+	td_bufpool_put(s->pool, rb);
+
+	td_mutex_lock(&s->lock);
+	if (counted)
+		atomic_fetch_sub(&s->idle, 1);
+	struct loop_thread *self = self_locked(s);
+
+	if (self)
+		self->done = true;
+	td_cond_broadcast(&s->exit_cond);
+	td_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void sigusr1_handler(int sig)
+{
+	(void)sig; /* only here to interrupt read(2) */
+}
+
+int td_fuse_session_run(struct td_fuse_session *s)
+{
+	struct sigaction sa = { .sa_handler = sigusr1_handler };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART */
+
+	td_mutex_lock(&s->lock);
+	spawn_thread_locked(s);
+	if (!s->nr_threads) {
+		td_mutex_unlock(&s->lock);
+		return -EAGAIN;
+	}
+	for (;;) {
+		/* Reap finished threads; stop when none is left. */
+		struct td_list *pos, *n;
+
+		td_list_for_each_safe(pos, n, &s->threads) {
+			struct loop_thread *t = td_list_entry(pos, struct loop_thread, link);
+
+			if (!t->done)
+				continue;
+			td_list_del(&t->link);
+			s->nr_threads--;
+			td_mutex_unlock(&s->lock);
+			pthread_join(t->tid, NULL);
+			free(t);
+			td_mutex_lock(&s->lock);
+		}
+		if (!s->nr_threads)
+			break;
+		bool stopping = atomic_load(&s->stopping) || fuse_session_exited(s->se);
+
+		if (stopping) {
+			/* Some may have been between the flag check and read(2): keep knocking. */
+			td_list_for_each(pos, &s->threads) {
+				struct loop_thread *t = td_list_entry(pos, struct loop_thread, link);
+
+				if (!t->done)
+					pthread_kill(t->tid, SIGUSR1);
+			}
+			td_cond_wait_until(&s->exit_cond, &s->lock,
+					   td_now_ns() + 20 * TD_NSEC_PER_MSEC);
+		} else {
+			td_cond_wait(&s->exit_cond, &s->lock);
+		}
+	}
+	td_mutex_unlock(&s->lock);
+	return atomic_load(&s->stopping) ? 0 : 1;
+}
+
+void td_fuse_session_stop(struct td_fuse_session *s)
+{
+	atomic_store(&s->stopping, true);
+	td_mutex_lock(&s->lock);
+	td_cond_broadcast(&s->exit_cond);
+	td_mutex_unlock(&s->lock);
+}
+
+void td_fuse_session_unmount(struct td_fuse_session *s)
+{
+	if (s->mounted) {
+		fuse_session_unmount(s->se);
+		s->mounted = false;
+	}
+}
+
+unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *peak)
+{
+	td_mutex_lock(&s->lock);
+	unsigned int n = s->nr_threads;
+
+	if (peak)
+		*peak = s->peak_threads;
+	td_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* ---- creation -------------------------------------------------------------------------- */
+
+/* Return: 0, or -ENOMEM with @args partly built. */
+static int build_args(struct fuse_args *args, const struct td_fuse_session_params *p)
+{
+	char *opt;
+	int ret;
+
+	if (asprintf(&opt, "-ofsname=%s,subtype=%s,default_permissions", p->fsname,
+		     p->subtype) < 0)
+		return -ENOMEM;
+	ret = fuse_opt_add_arg(args, "tagdiskd") || fuse_opt_add_arg(args, opt) ||
+	      (p->allow_other && fuse_opt_add_arg(args, "-oallow_other"));
+	free(opt);
+	if (ret)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nr_fuse_opts; i++) {
+		if (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, p->fuse_opts[i]))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, char *err,
+					       size_t errlen)
+{
+	struct td_fuse_session *s = calloc(1, sizeof(*s));
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->ll = *p->ops->ll;
+	s->ll.init = session_init;
+	s->ops = p->ops;
+	s->userdata = p->userdata;
+	s->pool = p->pool;
+	s->max_threads = TD_MAX(p->max_threads, 2U);
+	s->max_background = TD_MAX(p->max_background, 12U);
+	s->mountpoint = strdup(p->mountpoint);
+	td_mutex_init(&s->lock);
+	td_cond_init(&s->exit_cond);
+	td_list_init(&s->threads);
+	if (!s->mountpoint || build_args(&args, p)) {
+		snprintf(err, errlen, "out of memory");
+		goto out_free_args;
+	}
+	s->se = fuse_session_new(&args, &s->ll, sizeof(s->ll), p->userdata);
+	if (!s->se) {
+		snprintf(err, errlen, "cannot create the FUSE session (bad -o option?)");
+		goto out_free_args;
+	}
+	if (fuse_session_mount(s->se, s->mountpoint)) {
+		snprintf(err, errlen, "cannot mount on \"%s\"", s->mountpoint);
+		goto out_destroy_session;
+	}
+	s->mounted = true;
+	fuse_opt_free_args(&args);
+	return s;
+
+out_destroy_session:
+	fuse_session_destroy(s->se);
+out_free_args:
+	fuse_opt_free_args(&args);
+	td_cond_destroy(&s->exit_cond);
+	td_mutex_destroy(&s->lock);
+	free(s->mountpoint);
+	free(s);
+	return NULL;
+}
+
+void td_fuse_session_destroy(struct td_fuse_session *s)
+{
+	td_fuse_session_unmount(s);
+	fuse_session_destroy(s->se);
+	td_cond_destroy(&s->exit_cond);
+	td_mutex_destroy(&s->lock);
+	free(s->mountpoint);
+	free(s);
+}

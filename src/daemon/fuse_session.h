@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fuse_session.h - the classic FUSE transport: a libfuse low-level session on
+ * /dev/fuse (read(2) a request, writev(2) the reply), served by our own
+ * multithreaded loop.
+ *
+ * The session mounts a file system whose operations it is given (struct
+ * td_fuse_ops: tagdiskd's disk in frontend.c, or the benchmark's
+ * pass-through) and serves it:
+ *  - threads are started on demand, up to max_threads, whenever a thread
+ *    takes a request while no other is idle; a thread that finds enough
+ *    others idle when it is done ends;
+ *  - each thread reads into a receive buffer from the pool it was given;
+ *    a handler may keep that buffer (td_fuse_steal_recv_buf(), zero copy
+ *    for large writes) and the thread takes a fresh one;
+ *  - FUSE_INIT: the session sets max_write (a receive buffer's payload),
+ *    max_background and the congestion threshold, and turns splicing off
+ *    (the data must be in the pool's buffers), then calls ops->ll->init;
+ *  - FUSE_OPEN is answered by the loop itself through ops->open, so the
+ *    reply can carry open flags that libfuse 3.14's fuse_file_info cannot
+ *    express (FOPEN_PARALLEL_DIRECT_WRITES). libfuse keeps no per-open
+ *    state, so nothing is lost by bypassing it for this one opcode.
+ * A FUSE-over-io_uring transport is meant to sit beside this one and take
+ * the same ops.
+ *
+ * Lifetime: create (mounts), run (serves until stopped or unmounted), then
+ * unmount and destroy; the ops, their userdata and the pool must outlive the
+ * session. LOCKING: internal; td_fuse_session_stop() and
+ * td_fuse_session_threads() may be called from any thread.
+ */
+#ifndef TAGDISK_FUSE_SESSION_H
+#define TAGDISK_FUSE_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "common/compiler.h"
+#include "daemon/bufpool.h"
+
+struct fuse_lowlevel_ops;
+
+/* What the session serves. */
+struct td_fuse_ops {
+	/*
+	 * Every request but FUSE_OPEN, called by libfuse in a loop thread;
+	 * fuse_req_userdata() is the session's userdata. Required.
+	 */
+	const struct fuse_lowlevel_ops *ll;
+	/*
+	 * FUSE_OPEN of @nodeid with the open(2) @flags, in a loop thread. Return: 0
+	 * with the FOPEN_* flags of the reply in *@open_flags, or a positive errno
+	 * for the opener. Required.
+	 */
+	int (*open)(void *userdata, uint64_t nodeid, uint32_t flags, uint32_t *open_flags);
+	/*
+	 * An open that open() accepted whose reply did not reach the kernel (the
+	 * opener is gone): no release will come for it. Optional.
+	 */
+	void (*open_unsent)(void *userdata, uint64_t nodeid);
+};
+
+struct td_fuse_session_params {
+	const char *mountpoint;
+	const char *fsname;	       /* shown in /proc/mounts */
+	const char *subtype;	       /* fuse.SUBTYPE in /proc/mounts */
+	bool allow_other;
+	const char *const *fuse_opts;  /* -o options, in order */
+	size_t nr_fuse_opts;
+	unsigned int max_threads;      /* FUSE threads at most (2 at least) */
+	unsigned int max_background;   /* the kernel's async request limit (12 at least) */
+	const struct td_fuse_ops *ops; /* borrowed */
+	void *userdata;		       /* handed to the ops */
+	struct td_bufpool *pool;       /* receive buffers, borrowed; must serve td_fuse_recv_size() */
+};
+
+struct td_fuse_session;
+
+/* Return: the bytes a receive buffer holds: libfuse's request size, 1 MiB + a page. */
+size_t td_fuse_recv_size(void);
+
+/*
+ * Create the session and mount it. Return: the session, or NULL with a message
+ * in @err (the mount point is left untouched on failure).
+ */
+struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, char *err,
+					       size_t errlen) td_nonnull(1, 2);
+
+/*
+ * Serve until td_fuse_session_stop() or an unmount. Returns after every loop
+ * thread has exited; replies sent later from other threads (completions)
+ * still reach the kernel while it is mounted. Return: 0 when stopped, 1 when
+ * the file system was unmounted from outside, a negative errno on failure.
+ */
+int td_fuse_session_run(struct td_fuse_session *s) td_nonnull(1);
+
+/* Ask td_fuse_session_run() to return. Not async-signal-safe; any thread. */
+void td_fuse_session_stop(struct td_fuse_session *s) td_nonnull(1);
+
+/* Unmount (lazily, if busy). Idempotent. */
+void td_fuse_session_unmount(struct td_fuse_session *s) td_nonnull(1);
+
+/* Unmount if still mounted and free the session; run must have returned. */
+void td_fuse_session_destroy(struct td_fuse_session *s) td_nonnull(1);
+
+/* Return: the number of loop threads running now, and in *@peak the most ever running. */
+unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *peak)
+	td_nonnull(1);
+
+/*
+ * From an op handler, in the loop thread that called it: when [@data, @data +
+ * @len) lies in the receive buffer of the request being handled, take that
+ * buffer (the thread reads its next request into a fresh one). Return: the
+ * buffer, which the caller gives back to the session's pool with
+ * td_bufpool_put() when done with the data; NULL when @data is elsewhere
+ * (or no buffer is being handled) and nothing changes.
+ */
+struct td_buf *td_fuse_steal_recv_buf(const void *data, size_t len);
+
+#endif /* TAGDISK_FUSE_SESSION_H */
