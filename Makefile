@@ -46,6 +46,11 @@ CMOCKA_LIBS   ?= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 # Debian's iniparser ships no .pc file.
 INIPARSER_CFLAGS ?= -I/usr/include/iniparser
 INIPARSER_LIBS   ?= -liniparser
+# json-c writes and reads the admin protocol (src/common/jsonc.c; docs/protocol.md): what
+# libnvme and nvme-cli use; unlike jansson it holds uint64_t integers (counters, seeds) and
+# writes a double as the text we give it, so replies stay byte for byte what they were.
+JSON_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags json-c 2>/dev/null)
+JSON_LIBS   ?= $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null || echo -ljson-c)
 
 # One folder per layer; includes only point down (tests/tools/check_layers.py):
 #   src/common  log, locks, lists, rbtree, JSON   used by everyone, uses no one above it
@@ -65,7 +70,7 @@ LIBCOMMON := $(BUILD)/libtdcommon.a
 LIBDAEMON := $(BUILD)/libtddaemon.a
 LIBCTL    := $(BUILD)/libtdctl.a
 LIBS      := $(LIBDAEMON) $(LIBCTL) $(LIBTD) $(LIBCOMMON)
-EXTLIBS    = $(FUSE_LIBS) $(INIPARSER_LIBS) -lm
+EXTLIBS    = $(FUSE_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) -lm
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -79,7 +84,7 @@ all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBTD): $(ENGINE_OBJS)
 	@rm -f $@
@@ -103,12 +108,12 @@ $(BUILD)/tagdiskd: $(BUILD)/src/daemon/tagdiskd.o $(LIBS)
 
 $(BUILD)/tagdiskctl: $(BUILD)/src/ctl/tagdiskctl.o $(LIBCTL) $(LIBCOMMON)
 	@$(if $(Q),echo '  LD      $@')
-	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON) -lm
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON) $(JSON_LIBS) -lm
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 # tests/unit/unit_util.c: helpers every test binary links (not a test itself).
 .SECONDARY: $(BUILD)/tests/unit_util.o
@@ -120,7 +125,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BUILD)/tests/unit_util.o $(LIBS
 check-headers:
 	@set -e; for h in $(HEADERS); do \
 		echo "#include \"$${h#include/}\"" | \
-		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
+		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
 		{ echo "header $$h is not self-contained" >&2; exit 1; }; \
 	done
 
@@ -229,7 +234,7 @@ fuzz-harnesses: $(patsubst %,$(BUILD)/%,$(FUZZ_HARNESSES))
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(HEADERS) $(LIBS)
 	@$(if $(Q),echo '  FUZZ    $@')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(INIPARSER_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -Werror \
+	$(Q)$(CC) $(TD_CPPFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -Werror \
 		-fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIBS) $(EXTLIBS)
 
 fuzz:

@@ -14,6 +14,9 @@
  * exist, poll wakes every TRACE_PERIOD_MS to move events from the rings into
  * output buffers, but only while a buffer is below OUT_HIGH: a slow reader
  * leaves events in its ring, which drops what does not fit and counts it.
+ * Each event becomes one JSON line through one json-c object per thread
+ * whose members are set in place, so a busy stream allocates nothing per
+ * event (struct event_line).
  *
  * About once a second the loop records the stats totals, for the rates in
  * `status`.
@@ -29,6 +32,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "common/clock.h"
+#include "common/jsonc.h"
 #include "common/lock.h"
 #include "common/log.h"
 #include "daemon/admin_int.h"
@@ -78,16 +82,19 @@ static bool out_append(struct conn *c, const char *data, size_t len)
 	return true;
 }
 
-static void out_line(struct conn *c, struct td_json *j)
+/* Queue @text (@len bytes, no newline) and a newline; a connection we cannot answer closes. */
+static void out_text(struct conn *c, const char *text, size_t len)
 {
-	const char *text = td_json_cstr(j);
-
-	if (!text) {
-		td_admin_error(j, "out of memory");
-		text = td_json_cstr(j);
-	}
-	if (!text || !out_append(c, text, strlen(text)) || !out_append(c, "\n", 1))
+	if (!out_append(c, text, len) || !out_append(c, "\n", 1))
 		c->closing = true;
+}
+
+static void out_line(struct conn *c, struct td_admin_reply *r)
+{
+	size_t len;
+	const char *text = td_admin_reply_line(r, &len);
+
+	out_text(c, text, len);
 }
 
 /* Write what the socket takes. Return: false when the connection is dead. */
@@ -319,8 +326,8 @@ static struct conn *conn_accept(struct td_admin *a, int nconns)
 	return c;
 }
 
-static void handle_line(struct td_admin *a, struct conn *c, struct td_json *j, const char *line,
-			size_t len)
+static void handle_line(struct td_admin *a, struct conn *c, struct td_admin_reply *reply,
+			const char *line, size_t len)
 {
 	struct td_admin_request *req = malloc(sizeof(*req));
 	char err[256];
@@ -330,23 +337,23 @@ static void handle_line(struct td_admin *a, struct conn *c, struct td_json *j, c
 		return;
 	}
 	if (td_admin_parse(line, len, req, err, sizeof(err))) {
-		td_admin_error(j, "%s", err);
-		out_line(c, j);
+		td_admin_error(reply, "%s", err);
+		out_line(c, reply);
 		free(req);
 		return;
 	}
 	td_debug("admin: pid %d: %s", (int)c->pid, req->cmd->name);
-	if (td_admin_execute(a, req, j) == TD_ADMIN_TRACE) {
+	if (td_admin_execute(a, req, reply) == TD_ADMIN_TRACE) {
 		c->sub = td_trace_subscribe(a->p.trace, TRACE_RING);
 		if (!c->sub)
-			td_admin_error(j, "trace: out of memory");
+			td_admin_error(reply, "trace: out of memory");
 	}
-	out_line(c, j);
+	out_line(c, reply);
 	free(req);
 }
 
 /* Read and answer what @c sent. Return: false when the connection is finished. */
-static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
+static bool conn_read(struct td_admin *a, struct conn *c, struct td_admin_reply *reply)
 {
 	for (;;) {
 		size_t room = sizeof(c->in) - c->in_len;
@@ -373,7 +380,7 @@ static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
 			if (c->skipping)
 				c->skipping = false;
 			else
-				handle_line(a, c, j, c->in, line_len);
+				handle_line(a, c, reply, c->in, line_len);
 			c->in_len -= line_len + 1;
 			memmove(c->in, nl + 1, c->in_len);
 			if (c->sub)
@@ -382,8 +389,9 @@ static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
 		if (c->in_len > TD_ADMIN_LINE_MAX) {
 			/* No newline within the limit: answer once, drop the rest of the line. */
 			if (!c->skipping) {
-				td_admin_error(j, "line too long (over %d bytes)", TD_ADMIN_LINE_MAX);
-				out_line(c, j);
+				td_admin_error(reply, "line too long (over %d bytes)",
+					       TD_ADMIN_LINE_MAX);
+				out_line(c, reply);
 			}
 			c->skipping = true;
 			c->in_len = 0;
@@ -393,40 +401,107 @@ static bool conn_read(struct td_admin *a, struct conn *c, struct td_json *j)
 	}
 }
 
-static void trace_feed(struct td_admin *a, struct conn *c, struct td_json *j)
+/*
+ * The trace stream's lines (docs/protocol.md, "trace"): one object whose
+ * members keep their order and are set in place for each event. Members
+ * point into obj; obj is NULL when it could not be built.
+ */
+struct event_line {
+	struct json_object *obj;
+	struct json_object *time_ns, *pid, *action, *op, *fua, *sector, *sectors, *tag, *error;
+	struct json_object *dropped_obj; /* {"dropped":N} */
+	struct json_object *dropped;
+};
+
+static struct json_object *event_member(struct json_object *obj, const char *key,
+					struct json_object *val)
+{
+	return td_jsonc_add(obj, key, val) ? val : NULL;
+}
+
+static void event_line_free(struct event_line *e)
+{
+	json_object_put(e->obj);
+	json_object_put(e->dropped_obj);
+	*e = (struct event_line){ 0 };
+}
+
+/* Return: true when @e holds both objects (else it holds nothing). */
+static bool event_line_init(struct event_line *e)
+{
+	struct json_object *o = json_object_new_object();
+
+	*e = (struct event_line){ .obj = o, .dropped_obj = json_object_new_object() };
+	e->time_ns = event_member(o, "time_ns", json_object_new_uint64(0));
+	e->pid = event_member(o, "pid", json_object_new_int64(0));
+	e->action = event_member(o, "action", json_object_new_string("Q"));
+	e->op = event_member(o, "op", json_object_new_string("read"));
+	e->fua = event_member(o, "fua", json_object_new_boolean(false));
+	e->sector = event_member(o, "sector", json_object_new_uint64(0));
+	e->sectors = event_member(o, "sectors", json_object_new_uint64(0));
+	e->tag = event_member(o, "tag", json_object_new_int64(0));
+	e->error = event_member(o, "error", json_object_new_int64(0));
+	e->dropped = event_member(e->dropped_obj, "dropped", json_object_new_uint64(0));
+	if (e->time_ns && e->pid && e->action && e->op && e->fua && e->sector && e->sectors &&
+	    e->tag && e->error && e->dropped)
+		return true;
+	event_line_free(e);
+	return false;
+}
+
+/* Queue the line of @ev; json-c writes it into the object's own buffer, kept between events. */
+static void event_line_out(struct conn *c, struct event_line *e, const struct td_trace_event *ev)
+{
+	char action[2] = { (char)ev->action, '\0' };
+	const char *text;
+	size_t len;
+
+	json_object_set_uint64(e->time_ns, ev->time_ns);
+	json_object_set_int64(e->pid, ev->pid);
+	json_object_set_uint64(e->sector, ev->sector);
+	json_object_set_uint64(e->sectors, ev->nr_sectors);
+	json_object_set_int64(e->tag, ev->tag);
+	json_object_set_int64(e->error, ev->error);
+	json_object_set_boolean(e->fua, ev->fua);
+	/* Strings that cannot be set (no memory) would leave the last event's: end the stream. */
+	if (json_object_set_string(e->action, action) < 0 ||
+	    json_object_set_string(e->op, td_op_name((enum td_op)ev->op)) < 0 ||
+	    !(text = td_jsonc_line(e->obj, &len))) {
+		c->closing = true;
+		return;
+	}
+	out_text(c, text, len);
+}
+
+static void trace_feed(struct td_admin *a, struct conn *c, struct event_line *e)
 {
 	struct td_trace_event ev[256];
 	uint64_t dropped = 0;
 
-	while (out_pending(c) < OUT_HIGH) {
+	/* Made on the first trace, kept until the thread ends. */
+	if (!e->obj && !event_line_init(e)) {
+		td_warnx("admin: trace: out of memory; closing the stream of pid %d", (int)c->pid);
+		c->closing = true;
+		return;
+	}
+	while (out_pending(c) < OUT_HIGH && !c->closing) {
 		size_t n = td_trace_read(a->p.trace, c->sub, ev, TD_ARRAY_SIZE(ev), &dropped);
+		const char *text;
+		size_t len;
 
 		c->trace_dropped += dropped;
 		if (c->trace_dropped) {
-			td_json_reset(j);
-			td_json_obj_begin(j);
-			td_json_kv_u64(j, "dropped", c->trace_dropped);
-			td_json_obj_end(j);
-			out_line(c, j);
+			json_object_set_uint64(e->dropped, c->trace_dropped);
+			text = td_jsonc_line(e->dropped_obj, &len);
+			if (!text) {
+				c->closing = true;
+				return;
+			}
+			out_text(c, text, len);
 			c->trace_dropped = 0;
 		}
-		for (size_t i = 0; i < n; i++) {
-			char action[2] = { (char)ev[i].action, '\0' };
-
-			td_json_reset(j);
-			td_json_obj_begin(j);
-			td_json_kv_u64(j, "time_ns", ev[i].time_ns);
-			td_json_kv_i64(j, "pid", ev[i].pid);
-			td_json_kv_str(j, "action", action);
-			td_json_kv_str(j, "op", td_op_name((enum td_op)ev[i].op));
-			td_json_kv_bool(j, "fua", ev[i].fua);
-			td_json_kv_u64(j, "sector", ev[i].sector);
-			td_json_kv_u64(j, "sectors", ev[i].nr_sectors);
-			td_json_kv_i64(j, "tag", ev[i].tag);
-			td_json_kv_i64(j, "error", ev[i].error);
-			td_json_obj_end(j);
-			out_line(c, j);
-		}
+		for (size_t i = 0; i < n; i++)
+			event_line_out(c, e, &ev[i]);
 		if (n < TD_ARRAY_SIZE(ev))
 			break;
 	}
@@ -439,13 +514,12 @@ static void *admin_main(void *arg)
 	struct td_admin *a = arg;
 	struct conn **conns = calloc(MAX_CONNS, sizeof(*conns));
 	struct pollfd *pfd = calloc(MAX_CONNS + 2, sizeof(*pfd));
-	struct td_json j;
+	struct td_admin_reply reply = { 0 };
+	struct event_line ev_line = { 0 };
 	int nconns = 0;
 	uint64_t next_sample = td_now_ns();
 
 	td_thread_name("td-admin");
-	td_json_init(&j);
-	td_json_set_limit(&j, 64U << 20);
 	if (!conns || !pfd) {
 		td_err("admin: out of memory; the admin socket is not served");
 		goto out;
@@ -486,9 +560,9 @@ static void *admin_main(void *arg)
 			bool alive = true;
 
 			if (pfd[i + 2].revents & (POLLIN | POLLHUP | POLLERR))
-				alive = conn_read(a, c, &j);
+				alive = conn_read(a, c, &reply);
 			if (alive && c->sub)
-				trace_feed(a, c, &j);
+				trace_feed(a, c, &ev_line);
 			if (alive)
 				alive = flush_out(c) && !(c->closing && !out_pending(c));
 			if (!alive) {
@@ -509,7 +583,8 @@ static void *admin_main(void *arg)
 	while (nconns)
 		conn_close(a, conns[--nconns]);
 out:
-	td_json_free(&j);
+	event_line_free(&ev_line);
+	td_admin_reply_free(&reply);
 	free(pfd);
 	free(conns);
 	return NULL;

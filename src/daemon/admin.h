@@ -2,7 +2,7 @@
 /*
  * admin.h - the admin socket: status, statistics, resets, faults, traces.
  *
- * A Unix stream socket serving the protocol of DESIGN.md ("Admin socket"):
+ * A Unix stream socket serving the admin protocol (docs/protocol.md):
  * one command per line (at most TD_ADMIN_LINE_MAX bytes), one JSON object
  * per line in reply, any number of commands per connection, many
  * connections at once. One thread runs a poll(2) loop over the listening

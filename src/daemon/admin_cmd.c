@@ -2,18 +2,19 @@
 /*
  * admin_cmd.c - the admin commands: parsing, the table, the handlers.
  *
- * Every handler writes exactly one JSON object. Field names and units follow
- * the admin contract: sizes in bytes, sectors of 512 bytes, times in
+ * Every handler builds exactly one JSON object (struct td_admin_reply,
+ * admin_reply.c). Field names and units follow the admin contract
+ * (docs/protocol.md): sizes in bytes, sectors of 512 bytes, times in
  * microseconds unless the key ends in _ms or _s.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "daemon/admin_int.h"
 #include "daemon/config.h"
 #include "daemon/frontend.h"
@@ -143,30 +144,8 @@ int td_admin_kv(char *const *argv, unsigned int argc, const char *const *keys, s
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-void td_admin_error(struct td_json *out, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	td_json_reset(out);
-	td_json_obj_begin(out);
-	td_json_kv_bool(out, "ok", false);
-	td_json_kv_str(out, "error", msg);
-	td_json_obj_end(out);
-}
-
-static void begin_ok(struct td_json *out)
-{
-	td_json_reset(out);
-	td_json_obj_begin(out);
-	td_json_kv_bool(out, "ok", true);
-}
-
 /* Parse a number argument, replying with an error that names @what. Return: 0 or -EINVAL. */
-static int number_arg(struct td_json *out, const char *what, const char *s, uint64_t min,
+static int number_arg(struct td_admin_reply *out, const char *what, const char *s, uint64_t min,
 		      uint64_t max, uint64_t *v)
 {
 	int r = td_parse_u64(s, min, max, v);
@@ -212,33 +191,34 @@ void td_admin_sample(struct td_admin *a)
 
 /* ---- commands --------------------------------------------------------------------------- */
 
-static void cmd_help(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_help(struct td_admin *a, const struct td_admin_request *req,
+		     struct td_admin_reply *out)
 {
+	struct json_object *cmds;
+
 	(void)a, (void)req;
-	begin_ok(out);
-	td_json_key(out, "commands");
-	td_json_arr_begin(out);
+	cmds = td_admin_put_array(out, td_admin_ok(out), "commands");
 	for (size_t i = 0; i < td_admin_nr_commands; i++) {
-		td_json_obj_begin(out);
-		td_json_kv_str(out, "name", td_admin_commands[i].name);
-		td_json_kv_str(out, "usage", td_admin_commands[i].usage);
-		td_json_kv_str(out, "help", td_admin_commands[i].help);
-		td_json_obj_end(out);
+		struct json_object *c = td_admin_append_object(out, cmds);
+
+		td_admin_put_str(out, c, "name", td_admin_commands[i].name);
+		td_admin_put_str(out, c, "usage", td_admin_commands[i].usage);
+		td_admin_put_str(out, c, "help", td_admin_commands[i].help);
 	}
-	td_json_arr_end(out);
-	td_json_obj_end(out);
 }
 
 /*
- * The "rate" object: from the oldest sample of the last seconds to now, "now"
- * being snapshot @cur taken at @now (the caller's, so that a status request
- * reads the sharded counters once).
+ * The "rate" object of @parent: from the oldest sample of the last seconds
+ * to now, "now" being snapshot @cur taken at @now (the caller's, so that a
+ * status request reads the sharded counters once).
  */
-static void rate_object(struct td_admin *a, struct td_json *out,
-			const struct td_stats_snapshot *cur, uint64_t now)
+static void rate_object(struct td_admin *a, struct td_admin_reply *out,
+			struct json_object *parent, const struct td_stats_snapshot *cur,
+			uint64_t now)
 {
 	struct td_admin_sample now_s;
 	const struct td_admin_sample *old = NULL;
+	struct json_object *rate;
 
 	/* The oldest sample within the last 5 seconds (or the oldest there is). */
 	for (unsigned int i = 0; i < a->nr_samples; i++) {
@@ -249,17 +229,15 @@ static void rate_object(struct td_admin *a, struct td_json *out,
 		if (!old || s->t_ns < old->t_ns)
 			old = s;
 	}
-	td_json_key(out, "rate");
-	td_json_obj_begin(out);
+	rate = td_admin_put_object(out, parent, "rate");
 	if (!old) {
-		td_json_kv_double(out, "interval_s", 0);
+		td_admin_put_double(out, rate, "interval_s", 0);
 		for (const char *const *k = (const char *const[]){ "read_iops", "write_iops", "iops",
 								    "read_bytes_per_s",
 								    "write_bytes_per_s",
 								    "bytes_per_s", NULL };
 		     *k; k++)
-			td_json_kv_double(out, *k, 0);
-		td_json_obj_end(out);
+			td_admin_put_double(out, rate, *k, 0);
 		return;
 	}
 	sample_from(&now_s, cur, now);
@@ -273,18 +251,19 @@ static void rate_object(struct td_admin *a, struct td_json *out,
 	double r_bps = (double)(now_s.bytes[0] - old->bytes[0]) / dt;
 	double w_bps = (double)(now_s.bytes[1] - old->bytes[1]) / dt;
 
-	td_json_kv_double(out, "interval_s", dt);
-	td_json_kv_double(out, "read_iops", r_iops);
-	td_json_kv_double(out, "write_iops", w_iops);
-	td_json_kv_double(out, "iops", r_iops + w_iops);
-	td_json_kv_double(out, "read_bytes_per_s", r_bps);
-	td_json_kv_double(out, "write_bytes_per_s", w_bps);
-	td_json_kv_double(out, "bytes_per_s", r_bps + w_bps);
-	td_json_obj_end(out);
+	td_admin_put_double(out, rate, "interval_s", dt);
+	td_admin_put_double(out, rate, "read_iops", r_iops);
+	td_admin_put_double(out, rate, "write_iops", w_iops);
+	td_admin_put_double(out, rate, "iops", r_iops + w_iops);
+	td_admin_put_double(out, rate, "read_bytes_per_s", r_bps);
+	td_admin_put_double(out, rate, "write_bytes_per_s", w_bps);
+	td_admin_put_double(out, rate, "bytes_per_s", r_bps + w_bps);
 }
 
-static void cmd_status(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_status(struct td_admin *a, const struct td_admin_request *req,
+		       struct td_admin_reply *out)
 {
+	struct json_object *o;
 	struct td_queue_status qs;
 	struct td_drive_status ds;
 	struct td_stats_snapshot *s = malloc(sizeof(*s));
@@ -301,74 +280,74 @@ static void cmd_status(struct td_admin *a, const struct td_admin_request *req, s
 	td_drive_get_status(a->p.drive, &ds);
 	td_stats_snapshot(td_queue_stats(a->p.q), s, now);
 
-	begin_ok(out);
-	td_json_kv_str(out, "state", "running");
-	td_json_kv_str(out, "version", TD_VERSION);
-	td_json_kv_i64(out, "pid", getpid());
-	td_json_kv_u64(out, "uptime_s", (td_now_ns() - a->start_ns) / TD_NSEC_PER_SEC);
-	td_json_kv_str(out, "image", a->image);
-	td_json_kv_u64(out, "size", a->p.image_size);
+	o = td_admin_ok(out);
+	td_admin_put_str(out, o, "state", "running");
+	td_admin_put_str(out, o, "version", TD_VERSION);
+	td_admin_put_i64(out, o, "pid", getpid());
+	td_admin_put_u64(out, o, "uptime_s", (td_now_ns() - a->start_ns) / TD_NSEC_PER_SEC);
+	td_admin_put_str(out, o, "image", a->image);
+	td_admin_put_u64(out, o, "size", a->p.image_size);
 	pthread_mutex_lock(&a->fe_lock);
-	td_json_kv_str(out, "disk", a->disk_path ? a->disk_path : "");
+	td_admin_put_str(out, o, "disk", a->disk_path ? a->disk_path : "");
 	unsigned int opens = a->fe ? td_frontend_open_count(a->fe) : 0;
 	unsigned int threads = a->fe ? td_frontend_threads(a->fe, NULL) : 0;
 
 	pthread_mutex_unlock(&a->fe_lock);
 	pthread_mutex_lock(a->p.config_lock);
-	td_json_kv_bool(out, "read_only", c->read_only);
-	td_json_kv_u64(out, "logical_block_size", c->logical_block_size);
+	td_admin_put_bool(out, o, "read_only", c->read_only);
+	td_admin_put_u64(out, o, "logical_block_size", c->logical_block_size);
 	pthread_mutex_unlock(a->p.config_lock);
-	td_json_kv_str(out, "mode", qs.mode == TD_MODE_RQ ? "rq" : "bio");
-	td_json_kv_str(out, "elevator", qs.elevator);
-	td_json_kv_u64(out, "depth", qs.mode == TD_MODE_RQ ? qs.depth : 0);
-	td_json_kv_u64(out, "tags_in_use", qs.tags_in_use);
-	td_json_kv_u64(out, "in_flight", qs.mode == TD_MODE_RQ ? qs.in_flight : s->in_flight);
-	td_json_kv_u64(out, "queued", qs.queued);
-	td_json_kv_u64(out, "requests_used", qs.requests_used);
-	td_json_kv_u64(out, "nr_requests", qs.nr_requests);
-	td_json_kv_u64(out, "max_sectors", qs.max_sectors);
-	td_json_kv_u64(out, "workers", ds.workers);
-	td_json_kv_str(out, "model", td_drive_model_name(ds.model));
-	td_json_kv_str(out, "write_cache", td_write_cache_name(ds.write_cache));
-	td_json_kv_u64(out, "command_timeout_ms", qs.command_timeout_ms);
-	td_json_kv_u64(out, "max_retries", qs.max_retries);
-	td_json_kv_u64(out, "opens", opens);
-	td_json_kv_u64(out, "fuse_threads", threads);
-	td_json_kv_u64(out, "resets", s->counters[TD_STAT_RESETS]);
-	td_json_kv_u64(out, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
+	td_admin_put_str(out, o, "mode", qs.mode == TD_MODE_RQ ? "rq" : "bio");
+	td_admin_put_str(out, o, "elevator", qs.elevator);
+	td_admin_put_u64(out, o, "depth", qs.mode == TD_MODE_RQ ? qs.depth : 0);
+	td_admin_put_u64(out, o, "tags_in_use", qs.tags_in_use);
+	td_admin_put_u64(out, o, "in_flight", qs.mode == TD_MODE_RQ ? qs.in_flight : s->in_flight);
+	td_admin_put_u64(out, o, "queued", qs.queued);
+	td_admin_put_u64(out, o, "requests_used", qs.requests_used);
+	td_admin_put_u64(out, o, "nr_requests", qs.nr_requests);
+	td_admin_put_u64(out, o, "max_sectors", qs.max_sectors);
+	td_admin_put_u64(out, o, "workers", ds.workers);
+	td_admin_put_str(out, o, "model", td_drive_model_name(ds.model));
+	td_admin_put_str(out, o, "write_cache", td_write_cache_name(ds.write_cache));
+	td_admin_put_u64(out, o, "command_timeout_ms", qs.command_timeout_ms);
+	td_admin_put_u64(out, o, "max_retries", qs.max_retries);
+	td_admin_put_u64(out, o, "opens", opens);
+	td_admin_put_u64(out, o, "fuse_threads", threads);
+	td_admin_put_u64(out, o, "resets", s->counters[TD_STAT_RESETS]);
+	td_admin_put_u64(out, o, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
 	uint64_t errors = 0;
 
 	for (int op = 0; op < TD_OP_COUNT; op++)
 		errors += s->errors[op];
-	td_json_kv_u64(out, "errors", errors);
-	rate_object(a, out, s, now);
-	td_json_obj_end(out);
+	td_admin_put_u64(out, o, "errors", errors);
+	rate_object(a, out, o, s, now);
 	free(s);
 }
 
-static void latency_object(struct td_json *out, const char *name,
-			   const struct td_stats_snapshot *s, enum td_op op)
+static void latency_object(struct td_admin_reply *out, struct json_object *parent,
+			   const char *name, const struct td_stats_snapshot *s, enum td_op op)
 {
 	const uint64_t *h = s->hist[op];
 	uint64_t max_bucket = 0;
+	struct json_object *l;
 
 	for (unsigned int b = 0; b < TD_STATS_BUCKETS; b++)
 		if (h[b])
 			max_bucket = td_stats_bucket_value(b);
-	td_json_key(out, name);
-	td_json_obj_begin(out);
-	td_json_kv_u64(out, "count", s->ios[op]);
-	td_json_kv_u64(out, "mean", s->ios[op] ? s->ticks_ns[op] / s->ios[op] / 1000 : 0);
-	td_json_kv_u64(out, "p50", td_stats_percentile(h, 0.50) / 1000);
-	td_json_kv_u64(out, "p90", td_stats_percentile(h, 0.90) / 1000);
-	td_json_kv_u64(out, "p99", td_stats_percentile(h, 0.99) / 1000);
-	td_json_kv_u64(out, "p999", td_stats_percentile(h, 0.999) / 1000);
-	td_json_kv_u64(out, "max_bucket", max_bucket / 1000);
-	td_json_obj_end(out);
+	l = td_admin_put_object(out, parent, name);
+	td_admin_put_u64(out, l, "count", s->ios[op]);
+	td_admin_put_u64(out, l, "mean", s->ios[op] ? s->ticks_ns[op] / s->ios[op] / 1000 : 0);
+	td_admin_put_u64(out, l, "p50", td_stats_percentile(h, 0.50) / 1000);
+	td_admin_put_u64(out, l, "p90", td_stats_percentile(h, 0.90) / 1000);
+	td_admin_put_u64(out, l, "p99", td_stats_percentile(h, 0.99) / 1000);
+	td_admin_put_u64(out, l, "p999", td_stats_percentile(h, 0.999) / 1000);
+	td_admin_put_u64(out, l, "max_bucket", max_bucket / 1000);
 }
 
-static void cmd_stats(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_stats(struct td_admin *a, const struct td_admin_request *req,
+		      struct td_admin_reply *out)
 {
+	struct json_object *o, *merges, *latency, *drive, *cache, *sysfs_stat;
 	struct td_stats_snapshot *s = malloc(sizeof(*s));
 	struct td_drive_status ds;
 	uint64_t now = td_now_ns();
@@ -385,74 +364,69 @@ static void cmd_stats(struct td_admin *a, const struct td_admin_request *req, st
 
 	for (int op = 0; op < TD_OP_COUNT; op++)
 		errors += s->errors[op];
-	begin_ok(out);
-	td_json_kv_u64(out, "uptime_us", (now - a->start_ns) / 1000);
-	td_json_kv_u64(out, "reads", s->ios[TD_OP_READ]);
-	td_json_kv_u64(out, "writes", s->ios[TD_OP_WRITE]);
-	td_json_kv_u64(out, "flushes", s->ios[TD_OP_FLUSH]);
-	td_json_kv_u64(out, "discards", s->ios[TD_OP_DISCARD]);
-	td_json_kv_u64(out, "write_zeroes", s->ios[TD_OP_WRITE_ZEROES]);
-	td_json_kv_u64(out, "read_bytes", s->sectors[TD_OP_READ] << TD_SECTOR_SHIFT);
-	td_json_kv_u64(out, "write_bytes", s->sectors[TD_OP_WRITE] << TD_SECTOR_SHIFT);
-	td_json_kv_u64(out, "discard_bytes", s->sectors[TD_OP_DISCARD] << TD_SECTOR_SHIFT);
-	td_json_kv_u64(out, "write_zeroes_bytes", s->sectors[TD_OP_WRITE_ZEROES] << TD_SECTOR_SHIFT);
+	o = td_admin_ok(out);
+	td_admin_put_u64(out, o, "uptime_us", (now - a->start_ns) / 1000);
+	td_admin_put_u64(out, o, "reads", s->ios[TD_OP_READ]);
+	td_admin_put_u64(out, o, "writes", s->ios[TD_OP_WRITE]);
+	td_admin_put_u64(out, o, "flushes", s->ios[TD_OP_FLUSH]);
+	td_admin_put_u64(out, o, "discards", s->ios[TD_OP_DISCARD]);
+	td_admin_put_u64(out, o, "write_zeroes", s->ios[TD_OP_WRITE_ZEROES]);
+	td_admin_put_u64(out, o, "read_bytes", s->sectors[TD_OP_READ] << TD_SECTOR_SHIFT);
+	td_admin_put_u64(out, o, "write_bytes", s->sectors[TD_OP_WRITE] << TD_SECTOR_SHIFT);
+	td_admin_put_u64(out, o, "discard_bytes", s->sectors[TD_OP_DISCARD] << TD_SECTOR_SHIFT);
+	td_admin_put_u64(out, o, "write_zeroes_bytes",
+			 s->sectors[TD_OP_WRITE_ZEROES] << TD_SECTOR_SHIFT);
 	uint64_t front = 0, back = 0;
 
 	for (int op = 0; op < TD_OP_COUNT; op++) {
 		front += s->front_merges[op];
 		back += s->back_merges[op];
 	}
-	td_json_kv_u64(out, "front_merges", front);
-	td_json_kv_u64(out, "back_merges", back);
-	td_json_key(out, "merges");
-	td_json_obj_begin(out);
-	td_json_kv_u64(out, "read", s->front_merges[TD_OP_READ] + s->back_merges[TD_OP_READ]);
-	td_json_kv_u64(out, "write", s->front_merges[TD_OP_WRITE] + s->back_merges[TD_OP_WRITE]);
-	td_json_obj_end(out);
-	td_json_kv_u64(out, "deferred", s->counters[TD_STAT_DEFERRED]);
-	td_json_kv_u64(out, "killed", s->counters[TD_STAT_KILLED]);
-	td_json_kv_u64(out, "errors", errors);
-	td_json_kv_u64(out, "requeued", s->counters[TD_STAT_REQUEUED]);
-	td_json_kv_u64(out, "resets", s->counters[TD_STAT_RESETS]);
-	td_json_kv_u64(out, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
-	td_json_kv_u64(out, "retries_exhausted", s->counters[TD_STAT_RETRIES_EXHAUSTED]);
-	td_json_kv_u64(out, "in_flight", s->in_flight);
-	td_json_kv_u64(out, "io_ticks_ms", s->io_ticks_ns / TD_NSEC_PER_MSEC);
-	td_json_kv_u64(out, "time_in_queue_ms", s->time_in_queue_ns / TD_NSEC_PER_MSEC);
+	td_admin_put_u64(out, o, "front_merges", front);
+	td_admin_put_u64(out, o, "back_merges", back);
+	merges = td_admin_put_object(out, o, "merges");
+	td_admin_put_u64(out, merges, "read",
+			 s->front_merges[TD_OP_READ] + s->back_merges[TD_OP_READ]);
+	td_admin_put_u64(out, merges, "write",
+			 s->front_merges[TD_OP_WRITE] + s->back_merges[TD_OP_WRITE]);
+	td_admin_put_u64(out, o, "deferred", s->counters[TD_STAT_DEFERRED]);
+	td_admin_put_u64(out, o, "killed", s->counters[TD_STAT_KILLED]);
+	td_admin_put_u64(out, o, "errors", errors);
+	td_admin_put_u64(out, o, "requeued", s->counters[TD_STAT_REQUEUED]);
+	td_admin_put_u64(out, o, "resets", s->counters[TD_STAT_RESETS]);
+	td_admin_put_u64(out, o, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
+	td_admin_put_u64(out, o, "retries_exhausted", s->counters[TD_STAT_RETRIES_EXHAUSTED]);
+	td_admin_put_u64(out, o, "in_flight", s->in_flight);
+	td_admin_put_u64(out, o, "io_ticks_ms", s->io_ticks_ns / TD_NSEC_PER_MSEC);
+	td_admin_put_u64(out, o, "time_in_queue_ms", s->time_in_queue_ns / TD_NSEC_PER_MSEC);
 
-	td_json_key(out, "latency");
-	td_json_obj_begin(out);
+	latency = td_admin_put_object(out, o, "latency");
 	for (int op = 0; op < TD_OP_COUNT; op++)
-		latency_object(out, td_op_name((enum td_op)op), s, (enum td_op)op);
-	td_json_obj_end(out);
+		latency_object(out, latency, td_op_name((enum td_op)op), s, (enum td_op)op);
 
-	td_json_key(out, "drive");
-	td_json_obj_begin(out);
-	td_json_kv_u64(out, "commands", ds.commands);
-	td_json_kv_u64(out, "queued", ds.queued);
-	td_json_kv_u64(out, "executing", ds.executing);
-	td_json_kv_u64(out, "hung", ds.hung);
-	td_json_kv_u64(out, "seeks", ds.seeks);
-	td_json_kv_u64(out, "seek_distance", ds.seek_distance);
-	td_json_kv_double(out, "mean_seek_sectors",
-			  ds.seeks ? (double)ds.seek_distance / (double)ds.seeks : 0.0);
-	td_json_obj_end(out);
+	drive = td_admin_put_object(out, o, "drive");
+	td_admin_put_u64(out, drive, "commands", ds.commands);
+	td_admin_put_u64(out, drive, "queued", ds.queued);
+	td_admin_put_u64(out, drive, "executing", ds.executing);
+	td_admin_put_u64(out, drive, "hung", ds.hung);
+	td_admin_put_u64(out, drive, "seeks", ds.seeks);
+	td_admin_put_u64(out, drive, "seek_distance", ds.seek_distance);
+	td_admin_put_double(out, drive, "mean_seek_sectors",
+			    ds.seeks ? (double)ds.seek_distance / (double)ds.seeks : 0.0);
 
 	struct td_wcache_stats cs;
 
 	if (td_drive_cache_stats(a->p.drive, &cs)) {
-		td_json_key(out, "cache");
-		td_json_obj_begin(out);
-		td_json_kv_u64(out, "cached_bytes", cs.cached_bytes);
-		td_json_kv_u64(out, "lines", cs.lines);
-		td_json_kv_u64(out, "writes", cs.writes);
-		td_json_kv_u64(out, "written_back_bytes", cs.written_back);
-		td_json_kv_u64(out, "evicted_lines", cs.evicted_lines);
-		td_json_kv_u64(out, "flushes", cs.flushes);
-		td_json_kv_u64(out, "powerfails", cs.powerfails);
-		td_json_kv_u64(out, "lost_writes", cs.lost_writes);
-		td_json_kv_u64(out, "lost_sectors", cs.lost_sectors);
-		td_json_obj_end(out);
+		cache = td_admin_put_object(out, o, "cache");
+		td_admin_put_u64(out, cache, "cached_bytes", cs.cached_bytes);
+		td_admin_put_u64(out, cache, "lines", cs.lines);
+		td_admin_put_u64(out, cache, "writes", cs.writes);
+		td_admin_put_u64(out, cache, "written_back_bytes", cs.written_back);
+		td_admin_put_u64(out, cache, "evicted_lines", cs.evicted_lines);
+		td_admin_put_u64(out, cache, "flushes", cs.flushes);
+		td_admin_put_u64(out, cache, "powerfails", cs.powerfails);
+		td_admin_put_u64(out, cache, "lost_writes", cs.lost_writes);
+		td_admin_put_u64(out, cache, "lost_sectors", cs.lost_sectors);
 	}
 
 	/* The 17 fields of /sys/block/<dev>/stat (Documentation/admin-guide/iostats.rst). */
@@ -477,17 +451,16 @@ static void cmd_stats(struct td_admin *a, const struct td_admin_request *req, st
 		s->ticks_ns[TD_OP_FLUSH] / ms,
 	};
 
-	td_json_key(out, "sysfs_stat");
-	td_json_arr_begin(out);
+	sysfs_stat = td_admin_put_array(out, o, "sysfs_stat");
 	for (size_t i = 0; i < TD_ARRAY_SIZE(sysfs); i++)
-		td_json_u64(out, sysfs[i]);
-	td_json_arr_end(out);
-	td_json_obj_end(out);
+		td_admin_append_u64(out, sysfs_stat, sysfs[i]);
 	free(s);
 }
 
-static void cmd_tags(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_tags(struct td_admin *a, const struct td_admin_request *req,
+		     struct td_admin_reply *out)
 {
+	struct json_object *o, *arr;
 	struct td_tag_info *tags = NULL;
 	unsigned int depth = td_tag_depth(td_queue_tag_map(a->p.q));
 	unsigned int max = TD_TAG_DEPTH_MAX;
@@ -500,32 +473,29 @@ static void cmd_tags(struct td_admin *a, const struct td_admin_request *req, str
 		return;
 	}
 	n = td_queue_get_tags(a->p.q, tags, max);
-	begin_ok(out);
-	td_json_kv_u64(out, "depth", rq_mode(a) ? depth : 0);
-	td_json_kv_u64(out, "in_use", n);
-	td_json_key(out, "tags");
-	td_json_arr_begin(out);
+	o = td_admin_ok(out);
+	td_admin_put_u64(out, o, "depth", rq_mode(a) ? depth : 0);
+	td_admin_put_u64(out, o, "in_use", n);
+	arr = td_admin_put_array(out, o, "tags");
 	for (unsigned int i = 0; i < TD_MIN(n, max); i++) {
+		struct json_object *t = td_admin_append_object(out, arr);
 		char cdb[64];
 
 		td_cdb_format(tags[i].cmd, tags[i].cmd_len, cdb, sizeof(cdb));
-		td_json_obj_begin(out);
-		td_json_kv_i64(out, "tag", tags[i].tag);
-		td_json_kv_str(out, "op", td_op_name(tags[i].op));
-		td_json_kv_u64(out, "sector", tags[i].sector);
-		td_json_kv_u64(out, "sectors", tags[i].nr_sectors);
-		td_json_kv_u64(out, "age_us", tags[i].age_us);
-		td_json_kv_u64(out, "retries", tags[i].retries);
-		td_json_kv_i64(out, "pid", tags[i].pid);
-		td_json_kv_str(out, "cdb", cdb);
-		td_json_obj_end(out);
+		td_admin_put_i64(out, t, "tag", tags[i].tag);
+		td_admin_put_str(out, t, "op", td_op_name(tags[i].op));
+		td_admin_put_u64(out, t, "sector", tags[i].sector);
+		td_admin_put_u64(out, t, "sectors", tags[i].nr_sectors);
+		td_admin_put_u64(out, t, "age_us", tags[i].age_us);
+		td_admin_put_u64(out, t, "retries", tags[i].retries);
+		td_admin_put_i64(out, t, "pid", tags[i].pid);
+		td_admin_put_str(out, t, "cdb", cdb);
 	}
-	td_json_arr_end(out);
-	td_json_obj_end(out);
 	free(tags);
 }
 
-static void cmd_reset(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_reset(struct td_admin *a, const struct td_admin_request *req,
+		      struct td_admin_reply *out)
 {
 	(void)req;
 	if (!rq_mode(a)) {
@@ -534,35 +504,32 @@ static void cmd_reset(struct td_admin *a, const struct td_admin_request *req, st
 	}
 	unsigned int n = td_queue_reset(a->p.q, false);
 
-	begin_ok(out);
-	td_json_kv_u64(out, "requeued", n);
-	td_json_obj_end(out);
+	td_admin_put_u64(out, td_admin_ok(out), "requeued", n);
 }
 
-static void elevator_names(struct td_json *out)
+static void elevator_names(struct td_admin_reply *out, struct json_object *parent)
 {
+	struct json_object *arr;
 	char names[256];
 	char *save = NULL;
 
 	td_elv_names(names, sizeof(names));
-	td_json_key(out, "available");
-	td_json_arr_begin(out);
+	arr = td_admin_put_array(out, parent, "available");
 	for (char *p = strtok_r(names, ", ", &save); p; p = strtok_r(NULL, ", ", &save))
-		td_json_str(out, p);
-	td_json_arr_end(out);
+		td_admin_append_str(out, arr, p);
 }
 
 static void cmd_elevator(struct td_admin *a, const struct td_admin_request *req,
-			 struct td_json *out)
+			 struct td_admin_reply *out)
 {
+	struct json_object *o;
 	struct td_queue_status qs;
 
 	td_queue_get_status(a->p.q, &qs);
 	if (req->argc == 0) {
-		begin_ok(out);
-		td_json_kv_str(out, "elevator", qs.elevator);
-		elevator_names(out);
-		td_json_obj_end(out);
+		o = td_admin_ok(out);
+		td_admin_put_str(out, o, "elevator", qs.elevator);
+		elevator_names(out, o);
 		return;
 	}
 	const char *name = req->argv[0];
@@ -588,22 +555,22 @@ static void cmd_elevator(struct td_admin *a, const struct td_admin_request *req,
 		td_admin_error(out, "elevator: cannot switch to \"%s\": %s", name, strerror(-r));
 		return;
 	}
-	begin_ok(out);
-	td_json_kv_str(out, "elevator", name);
-	td_json_kv_str(out, "previous", qs.elevator);
-	td_json_obj_end(out);
+	o = td_admin_ok(out);
+	td_admin_put_str(out, o, "elevator", name);
+	td_admin_put_str(out, o, "previous", qs.elevator);
 }
 
-static void cmd_depth(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_depth(struct td_admin *a, const struct td_admin_request *req,
+		      struct td_admin_reply *out)
 {
+	struct json_object *o;
 	unsigned int cur = td_tag_depth(td_queue_tag_map(a->p.q));
 	uint64_t v;
 
 	if (req->argc == 0) {
-		begin_ok(out);
-		td_json_kv_u64(out, "depth", rq_mode(a) ? cur : 0);
-		td_json_kv_u64(out, "max", TD_TAG_DEPTH_MAX);
-		td_json_obj_end(out);
+		o = td_admin_ok(out);
+		td_admin_put_u64(out, o, "depth", rq_mode(a) ? cur : 0);
+		td_admin_put_u64(out, o, "max", TD_TAG_DEPTH_MAX);
 		return;
 	}
 	if (!rq_mode(a)) {
@@ -622,52 +589,50 @@ static void cmd_depth(struct td_admin *a, const struct td_admin_request *req, st
 		td_admin_error(out, "depth: %s", strerror(-r));
 		return;
 	}
-	begin_ok(out);
-	td_json_kv_u64(out, "depth", v);
-	td_json_kv_u64(out, "previous", cur);
-	td_json_obj_end(out);
+	o = td_admin_ok(out);
+	td_admin_put_u64(out, o, "depth", v);
+	td_admin_put_u64(out, o, "previous", cur);
 }
 
-static void inject_rules(struct td_json *out, struct td_inject *inj)
+static void inject_rules(struct td_admin_reply *out, struct json_object *parent,
+			 struct td_inject *inj)
 {
 	struct td_inject_rule rules[TD_INJECT_MAX_RULES + 2];
 	size_t n = td_inject_list(inj, rules, TD_ARRAY_SIZE(rules));
+	struct json_object *arr;
 
-	td_json_kv_u64(out, "seed", td_inject_seed(inj));
-	td_json_key(out, "rules");
-	td_json_arr_begin(out);
+	td_admin_put_u64(out, parent, "seed", td_inject_seed(inj));
+	arr = td_admin_put_array(out, parent, "rules");
 	for (size_t i = 0; i < TD_MIN(n, TD_ARRAY_SIZE(rules)); i++) {
 		const struct td_inject_rule *r = &rules[i];
+		struct json_object *o = td_admin_append_object(out, arr);
 
-		td_json_obj_begin(out);
-		td_json_kv_str(out, "kind", td_inject_kind_name(r->kind));
+		td_admin_put_str(out, o, "kind", td_inject_kind_name(r->kind));
 		switch (r->kind) {
 		case TD_INJECT_ERROR:
-			td_json_kv_str(out, "op", td_inject_op_name(r->op));
-			td_json_kv_u64(out, "sector", r->sector);
-			td_json_kv_u64(out, "count", r->count);
+			td_admin_put_str(out, o, "op", td_inject_op_name(r->op));
+			td_admin_put_u64(out, o, "sector", r->sector);
+			td_admin_put_u64(out, o, "count", r->count);
 			__attribute__((fallthrough)); /* errors and hangs both count down */
 		case TD_INJECT_HANG:
-			td_json_key(out, "times_left");
 			if (r->times_left == TD_INJECT_FOREVER)
-				td_json_null(out);
+				td_admin_put_null(out, o, "times_left");
 			else
-				td_json_u64(out, r->times_left);
+				td_admin_put_u64(out, o, "times_left", r->times_left);
 			break;
 		case TD_INJECT_EVERY:
-			td_json_kv_u64(out, "every", r->every);
+			td_admin_put_u64(out, o, "every", r->every);
 			break;
 		case TD_INJECT_LATENCY:
-			td_json_kv_u64(out, "latency_us", r->latency_us);
+			td_admin_put_u64(out, o, "latency_us", r->latency_us);
 			break;
 		}
-		td_json_kv_u64(out, "fired", r->fired);
-		td_json_obj_end(out);
+		td_admin_put_u64(out, o, "fired", r->fired);
 	}
-	td_json_arr_end(out);
 }
 
-static void cmd_inject(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_inject(struct td_admin *a, const struct td_admin_request *req,
+		       struct td_admin_reply *out)
 {
 	struct td_inject *inj = td_drive_inject(a->p.drive);
 	const char *sub = req->argv[0];
@@ -773,14 +738,13 @@ static void cmd_inject(struct td_admin *a, const struct td_admin_request *req, s
 		td_admin_error(out, "inject %s: %s", sub, strerror(-r));
 		return;
 	}
-	begin_ok(out);
-	inject_rules(out, inj);
-	td_json_obj_end(out);
+	inject_rules(out, td_admin_ok(out), inj);
 }
 
 static void cmd_powerfail(struct td_admin *a, const struct td_admin_request *req,
-			  struct td_json *out)
+			  struct td_admin_reply *out)
 {
+	struct json_object *o;
 	static const char *const keys[] = { "keep", "seed" };
 	const char *val[2];
 	struct td_powerfail_result r;
@@ -813,26 +777,24 @@ static void cmd_powerfail(struct td_admin *a, const struct td_admin_request *req
 		  (unsigned long long)r.lost_writes, (unsigned long long)r.lost_sectors,
 		  (unsigned long long)r.kept_writes, (unsigned long long)r.kept_sectors,
 		  (unsigned long long)keep, (unsigned long long)seed);
-	begin_ok(out);
-	td_json_kv_u64(out, "lost_writes", r.lost_writes);
-	td_json_kv_u64(out, "lost_sectors", r.lost_sectors);
-	td_json_kv_u64(out, "kept_writes", r.kept_writes);
-	td_json_kv_u64(out, "kept_sectors", r.kept_sectors);
-	td_json_kv_u64(out, "keep", keep);
-	td_json_kv_u64(out, "seed", seed);
-	td_json_obj_end(out);
+	o = td_admin_ok(out);
+	td_admin_put_u64(out, o, "lost_writes", r.lost_writes);
+	td_admin_put_u64(out, o, "lost_sectors", r.lost_sectors);
+	td_admin_put_u64(out, o, "kept_writes", r.kept_writes);
+	td_admin_put_u64(out, o, "kept_sectors", r.kept_sectors);
+	td_admin_put_u64(out, o, "keep", keep);
+	td_admin_put_u64(out, o, "seed", seed);
 }
 
-static void cmd_trace(struct td_admin *a, const struct td_admin_request *req, struct td_json *out)
+static void cmd_trace(struct td_admin *a, const struct td_admin_request *req,
+		      struct td_admin_reply *out)
 {
 	(void)a, (void)req;
-	begin_ok(out);
-	td_json_kv_str(out, "trace", "started");
-	td_json_obj_end(out);
+	td_admin_put_str(out, td_admin_ok(out), "trace", "started");
 }
 
 typedef void (*cmd_fn)(struct td_admin *a, const struct td_admin_request *req,
-		       struct td_json *out);
+		       struct td_admin_reply *out);
 
 /* Handlers, in the order of td_admin_commands[]. */
 static const cmd_fn handlers[] = {
@@ -841,14 +803,12 @@ static const cmd_fn handlers[] = {
 };
 
 enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_request *req,
-				      struct td_json *out)
+				      struct td_admin_reply *out)
 {
 	size_t i = (size_t)(req->cmd - td_admin_commands);
 
 	_Static_assert(TD_ARRAY_SIZE(handlers) == TD_ARRAY_SIZE(td_admin_commands),
 		       "one handler per command");
 	handlers[i](a, req, out);
-	if (td_json_failed(out))
-		td_admin_error(out, "out of memory");
 	return handlers[i] == cmd_trace ? TD_ADMIN_TRACE : TD_ADMIN_REPLY;
 }

@@ -10,9 +10,11 @@
 #define TAGDISK_ADMIN_INT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "common/json.h"
+#include <json-c/json_object.h>
+#include "common/compiler.h"
 #include "daemon/admin.h"
 #include "daemon/admin_cmd.h"
 
@@ -45,17 +47,75 @@ struct td_admin {
 	unsigned int next_sample;
 };
 
-enum td_admin_result {
-	TD_ADMIN_REPLY, /* reply written to the buffer */
-	TD_ADMIN_TRACE, /* reply written; the connection becomes a trace stream */
+/*
+ * One reply being built (admin_reply.c): a json-c object that becomes one
+ * line (common/jsonc.h writes it). A handler starts it with td_admin_ok(),
+ * or replaces whatever it holds with td_admin_error(); the td_admin_put_*()
+ * helpers add members and remember a failed allocation, which turns the
+ * whole reply into {"ok":false,"error":"out of memory"} when it is written,
+ * so handlers need no check after each member. The owner (the admin thread)
+ * zero-initialises it and frees it with td_admin_reply_free().
+ */
+struct td_admin_reply {
+	struct json_object *root; /* the reply object; NULL before the first start */
+	bool failed;		  /* an allocation failed since the reply started */
 };
 
-/* Run the parsed command @req, writing one JSON object into @out. Admin thread only. */
-enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_request *req,
-				      struct td_json *out);
+enum td_admin_result {
+	TD_ADMIN_REPLY, /* reply built */
+	TD_ADMIN_TRACE, /* reply built; the connection becomes a trace stream */
+};
 
-/* Write {"ok":false,"error":...} into @out (reset first). */
-void td_admin_error(struct td_json *out, const char *fmt, ...) td_printf(2, 3);
+/* Run the parsed command @req, building one JSON object in @out. Admin thread only. */
+enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_request *req,
+				      struct td_admin_reply *out);
+
+/* Start @out afresh as {"ok":true}. Return: the object to add to; NULL when memory ran out. */
+struct json_object *td_admin_ok(struct td_admin_reply *out) td_nonnull(1);
+/* Start @out afresh as {"ok":false,"error":MESSAGE}. */
+void td_admin_error(struct td_admin_reply *out, const char *fmt, ...) td_printf(2, 3)
+	td_nonnull(1, 2);
+
+/*
+ * Add member @key to @obj, a container of @out (NULL: its creation failed,
+ * and so does this). td_admin_put_str() writes NULL @s as null,
+ * td_admin_put_double() a non-finite @v as null (common/jsonc.h has the
+ * number and string forms).
+ */
+void td_admin_put_u64(struct td_admin_reply *out, struct json_object *obj, const char *key,
+		      uint64_t v) td_nonnull(1, 3);
+void td_admin_put_i64(struct td_admin_reply *out, struct json_object *obj, const char *key,
+		      int64_t v) td_nonnull(1, 3);
+void td_admin_put_bool(struct td_admin_reply *out, struct json_object *obj, const char *key,
+		       bool v) td_nonnull(1, 3);
+void td_admin_put_str(struct td_admin_reply *out, struct json_object *obj, const char *key,
+		      const char *s) td_nonnull(1, 3);
+void td_admin_put_double(struct td_admin_reply *out, struct json_object *obj, const char *key,
+			 double v) td_nonnull(1, 3);
+void td_admin_put_null(struct td_admin_reply *out, struct json_object *obj, const char *key)
+	td_nonnull(1, 3);
+/* Add an empty object or array as @key of @obj. Return: it (owned by @obj), or NULL. */
+struct json_object *td_admin_put_object(struct td_admin_reply *out, struct json_object *obj,
+					const char *key) td_nonnull(1, 3);
+struct json_object *td_admin_put_array(struct td_admin_reply *out, struct json_object *obj,
+				       const char *key) td_nonnull(1, 3);
+/* Append to array @arr (NULL: its creation failed, and so does this). */
+void td_admin_append_u64(struct td_admin_reply *out, struct json_object *arr, uint64_t v)
+	td_nonnull(1);
+void td_admin_append_str(struct td_admin_reply *out, struct json_object *arr, const char *s)
+	td_nonnull(1, 3);
+/* Append an empty object. Return: it (owned by @arr), or NULL. */
+struct json_object *td_admin_append_object(struct td_admin_reply *out, struct json_object *arr)
+	td_nonnull(1);
+
+/*
+ * Return: the reply as one line (no newline) and its length in *@len, owned
+ * by @out until it is started again or freed; when building or writing it
+ * failed, the constant line {"ok":false,"error":"out of memory"}.
+ */
+const char *td_admin_reply_line(struct td_admin_reply *out, size_t *len) td_nonnull(1, 2);
+/* Free what @out holds; it may be started again. */
+void td_admin_reply_free(struct td_admin_reply *out) td_nonnull(1);
 
 /* Record a sample of the totals now (called about once a second). */
 void td_admin_sample(struct td_admin *a);

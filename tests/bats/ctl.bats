@@ -108,7 +108,7 @@ EOF
 	td_ctl inject hang >/dev/null
 	dd if="$TD_DISK" of=/dev/null bs=4k skip=256 count=1 iflag=direct status=none &
 	local rpid=$!
-	td_wait_until 10 bash -c '"$1" -s "$2" tags | grep -q read' _ "$TAGDISKCTL" "$TD_SOCK"
+	td_wait_until 60 bash -c '"$1" -s "$2" tags | grep -q read' _ "$TAGDISKCTL" "$TD_SOCK"
 	run -0 td_ctl tags
 	[ "${#lines[@]}" -eq 2 ]
 	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "TAG OP SECTOR SECTORS AGE RETRIES PID CDB" ]
@@ -223,8 +223,9 @@ EOF
 @test "exit 2 for a usage error, found before connecting" {
 	# No daemon at all: a usage error must not depend on one.
 	local s=$TD_DIR/none.sock
-	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" bogus
-	[ "$stderr" = $'tagdiskctl: unknown command "bogus"\nTry \'tagdiskctl --help\' for more information.' ]
+	# (An unknown command is no usage error: it goes to the daemon, tests/bats/ctl_cli.bats.)
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" --bogus status
+	[ "$stderr" = $'tagdiskctl: unknown option --bogus\nTry \'tagdiskctl --help\' for more information.' ]
 	run -2 --separate-stderr "$TAGDISKCTL" -s "$s"
 	[ "${stderr_lines[0]}" = "tagdiskctl: no command given" ]
 	run -2 --separate-stderr "$TAGDISKCTL" -s "$s" -x status
@@ -267,7 +268,7 @@ EOF
 	[ "$stderr" = "tagdiskctl: cannot connect to $long: path too long (at most 107 bytes)" ]
 	# A listener that accepts and says nothing, and one that hangs up at once.
 	python3 - "$TD_DIR/mute.sock" "$TD_DIR/rude.sock" <<'PY' &
-import os, socket, sys, threading, time
+import os, socket, sys, threading
 def serve(path, rude):
     s = socket.socket(socket.AF_UNIX)
     s.bind(path)
@@ -282,10 +283,10 @@ def serve(path, rude):
             keep.append(c)
 for i, p in enumerate(sys.argv[1:]):
     threading.Thread(target=serve, args=(p, i == 1), daemon=True).start()
-time.sleep(60)
+threading.Event().wait()  # serve until teardown kills it
 PY
 	BG_PIDS=$!
-	td_wait_until 10 test -S "$TD_DIR/rude.sock"
+	td_wait_until 60 test -S "$TD_DIR/rude.sock"
 	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/mute.sock" -t 0.5 status
 	[ "$stderr" = "tagdiskctl: no reply from the daemon on $TD_DIR/mute.sock within 0.5 s" ]
 	run -3 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/rude.sock" status
@@ -312,9 +313,11 @@ PY
 	start_tagdiskd --size 64M
 	local t0 t1
 	t0=$EPOCHREALTIME
-	run -0 td_ctl top -n 2 -i 0.2
+	# It ends by itself after the second block (timeout only guards against a hang).
+	run -0 timeout 60 "$TAGDISKCTL" -s "$TD_SOCK" top -n 2 -i 0.2
 	t1=$EPOCHREALTIME
-	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 0.2 && b - a < 5) }'
+	# At least the interval apart (a slower machine only adds to it).
+	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 0.2) }'
 	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c "^pid         $TD_PID\$" <<<"$output")" -eq 2 ]
 	# Not a terminal: no screen clearing, one blank line between the blocks.
@@ -333,7 +336,8 @@ PY
 		:
 	done &
 	BG_PIDS=$!
-	sleep 0.3
+	# The first row covers the time since the daemon started: wait for a write in it.
+	td_wait_until 60 eval '[ "$(td_stats writes)" -gt 0 ]'
 	run -0 td_ctl iostat 0.5 2
 	printf '%s\n' "$output" >"$TD_DIR/iostat.txt"
 	[ "${#lines[@]}" -eq 3 ]
@@ -354,21 +358,26 @@ for r in rows:
 PY
 }
 
+# trace_live FILE: one direct read at sector 0, then succeed if the trace written to FILE shows
+# anything yet. Reads before the daemon has started the stream go unseen; once one is seen,
+# every later event is in it. For td_wait_for, which reads again until then.
+trace_live() {
+	dd if="$TD_DISK" of=/dev/null bs=4k count=1 iflag=direct status=none
+	[ -s "$1" ]
+}
+
 @test "trace prints one blktrace-style line per event: the pid on Q, the tag on D and C" {
 	start_tagdiskd --size 64M
 	# Not through a function: $! must be tagdiskctl itself, for the SIGINT below.
 	"$TAGDISKCTL" -s "$TD_SOCK" trace >"$TD_DIR/trace.txt" &
-	local tpid=$! dpid i
+	local tpid=$! dpid
 	BG_PIDS=$tpid
-	# Until the trace has started, a read goes unseen (or half seen): read again.
-	for ((i = 0; i < 50; i++)); do
-		dd if="$TD_DISK" of=/dev/null bs=4k skip=3 count=1 iflag=direct status=none &
-		dpid=$!
-		wait "$dpid"
-		sleep 0.2
-		grep -qE "^ +[0-9.]+ +$dpid +Q " "$TD_DIR/trace.txt" &&
-			grep -qE "^ +[0-9.]+ +$dpid +C " "$TD_DIR/trace.txt" && break
-	done
+	td_wait_for 60 "the trace to show a read" trace_live "$TD_DIR/trace.txt"
+	# The stream is live: every event of this read (sector 24) comes.
+	dd if="$TD_DISK" of=/dev/null bs=4k skip=3 count=1 iflag=direct status=none &
+	dpid=$!
+	wait "$dpid"
+	td_wait_for 60 "the C event of read $dpid" grep -qE "^ +[0-9.]+ +$dpid +C " "$TD_DIR/trace.txt"
 	# Ctrl-C ends it with status 0.
 	kill -INT "$tpid"
 	wait "$tpid"
@@ -391,27 +400,36 @@ PY
 
 @test "trace | head -5 ends as soon as head does, even when the disk goes idle" {
 	start_tagdiskd --size 64M
-	# A head -5 that shows its progress: it writes each line through and quits after five.
+	# A head -5 that shows its progress and only counts the lines of one read (sector 24):
+	# it writes each of them through and quits after five. Everything the trace printed is
+	# also in all.txt, to see when the stream is live. timeout only guards against a hang:
+	# then the status is 124, not 0.
 	(
-		timeout 10 "$TAGDISKCTL" -s "$TD_SOCK" trace | sed -u 5q >"$TD_DIR/head.txt"
+		timeout 60 "$TAGDISKCTL" -s "$TD_SOCK" trace | {
+			n=0
+			while IFS= read -r line; do
+				printf '%s\n' "$line" >>"$TD_DIR/all.txt"
+				[[ "$line" == *"  R  24 + 8 ["* ]] || continue
+				printf '%s\n' "$line"
+				n=$((n + 1))
+				[ "$n" -lt 5 ] || break
+			done >"$TD_DIR/head.txt"
+		}
 		echo "${PIPESTATUS[*]}" >"$TD_DIR/rc"
 	) &
-	local pipeline=$! i
-	# One read makes exactly five events (Q G I D C); then nothing happens. Until
-	# the trace has started, a read goes unseen: read again.
-	for ((i = 0; i < 50; i++)); do
-		dd if="$TD_DISK" of=/dev/null bs=4k count=1 iflag=direct status=none
-		sleep 0.2
-		[ "$(wc -l <"$TD_DIR/head.txt")" -lt 5 ] || break
-	done
-	local t0=$EPOCHREALTIME
+	local pipeline=$!
+	td_wait_for 60 "the trace to show a read" trace_live "$TD_DIR/all.txt"
+	# One read makes exactly five events (Q G I D C), the reader's five lines; then nothing
+	# happens: tagdiskctl must notice by itself that its reader is gone.
+	dd if="$TD_DISK" of=/dev/null bs=4k skip=3 count=1 iflag=direct status=none
 	wait "$pipeline"
-	awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { exit !(b - a < 3) }'
 	[ "$(cat "$TD_DIR/rc")" = "0 0" ]
 	[ "$(wc -l <"$TD_DIR/head.txt")" -eq 5 ]
-	# And head itself, under a steady stream of events.
-	dd if="$TD_DISK" of=/dev/null bs=4k count=200000 iflag=direct status=none &
+	# And head itself, under a steady stream of events (direct reads until killed).
+	while dd if="$TD_DISK" of=/dev/null bs=4k count=2000 iflag=direct status=none; do
+		:
+	done &
 	BG_PIDS=$!
-	run -0 timeout 10 bash -c '"$1" -s "$2" trace | head -5' _ "$TAGDISKCTL" "$TD_SOCK"
+	run -0 timeout 60 bash -c '"$1" -s "$2" trace | head -5' _ "$TAGDISKCTL" "$TD_SOCK"
 	[ "${#lines[@]}" -eq 5 ]
 }

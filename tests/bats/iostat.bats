@@ -28,6 +28,7 @@ for off in sys.argv[2:]:
 }
 
 # paced_writes FILE N: N direct 4 KiB writes, one every millisecond or so, at 0, 4096, ...
+# (spread over several iostat intervals; nothing waits on that pace)
 paced_writes() {
 	python3 -c '
 import mmap, os, sys, time
@@ -39,16 +40,38 @@ for i in range(int(sys.argv[2])):
 ' "$@"
 }
 
+# rows_min: the fewer rows of iostat.json and iostat.txt (not counting the table's headers).
+rows_min() {
+	local j t
+	j=$(wc -l <"$TD_DIR/iostat.json") || true
+	t=$(grep -cv 'r/s' "$TD_DIR/iostat.txt") || true
+	echo $((j < t ? j : t))
+}
+
+# rows_at_least N: both have N rows or more; prints how many they have.
+rows_at_least() {
+	local n
+	n=$(rows_min)
+	echo "$n rows"
+	[ "$n" -ge "$1" ]
+}
+
 @test "iostat during 1000 paced direct 4 KiB writes: w/s > 0, wkB/s = 4 w/s, no reads, rows add up to 1000 writes" {
 	start_tagdiskd --size 64M
 	"$TAGDISKCTL" -s "$TD_SOCK" --json iostat 0.25 >"$TD_DIR/iostat.json" &
 	IOSTATS=$!
 	"$TAGDISKCTL" -s "$TD_SOCK" iostat 0.25 >"$TD_DIR/iostat.txt" &
 	IOSTATS="$IOSTATS $!"
-	sleep 0.3
+	# Both have printed their first row before the writes start.
+	td_wait_until 60 rows_at_least 1
 	paced_writes "$TD_DISK" 1000
-	# One more interval after the last write, then Ctrl-C: status 0.
-	sleep 0.6
+	# Two more rows each after the last write: the second of them was sampled after the first
+	# was printed, so after the writes, whatever the pace (and four rows at least). Then
+	# Ctrl-C: status 0.
+	local n
+	n=$(rows_min)
+	td_wait_for 60 "two more iostat rows after the writes (each file had $n)" \
+		rows_at_least $((n + 2 > 4 ? n + 2 : 4))
 	local p
 	for p in $IOSTATS; do
 		kill -INT "$p"

@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fuzz_admin.c - the admin command line: td_admin_parse() and td_admin_kv().
+ * fuzz_admin.c - the admin command line: td_admin_parse() and td_admin_kv(),
+ * and the error line the daemon answers a refused line with.
  *
  * The input is one line as the admin socket hands it over (without the
  * newline). The harness splits it into words itself, by the rules of
  * admin_cmd.h, and holds the parser to them: a line accepted has the words
  * this split finds, its command is a table entry and the argument count is
- * within that entry's bounds; a line over TD_ADMIN_LINE_MAX bytes or with a
- * NUL byte is refused. Independently of the command, every word after the
- * first goes through td_admin_kv() against the keys the commands use, and an
- * accepted split must give each argument to exactly one key.
+ * within that entry's bounds; a line over TD_ADMIN_LINE_MAX bytes, with a
+ * NUL byte or not valid UTF-8 is refused. Independently of the command,
+ * every word after the first goes through td_admin_kv() against the keys the
+ * commands use, and an accepted split must give each argument to exactly one
+ * key.
+ *
+ * Every refusal becomes a reply as tagdiskd writes it (admin_reply.c, on
+ * json-c): one line, no newline inside, valid UTF-8 even where the message
+ * cut a character of the input in two, and it reads back as
+ * {"ok":false,"error":MESSAGE} with the message intact when it was valid.
  */
 #include <errno.h>
 #include <string.h>
+#include "common/jsonc.h"
+#include "common/utf8.h"
 #include "daemon/admin_cmd.h"
+#include "daemon/admin_int.h"
 #include "fuzz.h"
 
 /* More words than a line may have, so the harness sees what the parser refuses. */
@@ -75,6 +85,30 @@ static void check_parsed(const struct td_admin_request *req, const struct words 
 	}
 }
 
+/* The reply line for a refusal with message @err, checked as a client reads it. */
+static void check_error_reply(const char *err)
+{
+	struct td_admin_reply reply = { 0 };
+	struct json_object *back;
+	const char *line;
+	size_t len;
+
+	td_admin_error(&reply, "%s", err);
+	line = td_admin_reply_line(&reply, &len);
+	FUZZ_CHECK(line && len == strlen(line));
+	FUZZ_CHECK(!memchr(line, '\n', len));
+	FUZZ_CHECK(td_utf8_valid(line, len));
+	back = td_jsonc_parse(line, len);
+	FUZZ_CHECK(json_object_is_type(back, json_type_object));
+	FUZZ_CHECK(json_object_object_length(back) == 2);
+	FUZZ_CHECK(td_jsonc_as_bool(td_jsonc_get(back, "/ok"), true) == false);
+	FUZZ_CHECK(td_jsonc_as_str(td_jsonc_get(back, "/error"), NULL));
+	if (td_utf8_valid(err, strlen(err)))
+		FUZZ_CHECK(strcmp(td_jsonc_as_str(td_jsonc_get(back, "/error"), ""), err) == 0);
+	json_object_put(back);
+	td_admin_reply_free(&reply);
+}
+
 static void check_kv(char *const *argv, unsigned int argc)
 {
 	static const char *const keys[] = {"op", "sector", "count", "times", "keep", "seed"};
@@ -88,6 +122,7 @@ static void check_kv(char *const *argv, unsigned int argc)
 	if (ret) {
 		FUZZ_CHECK(ret == -EINVAL);
 		FUZZ_CHECK(fuzz_terminated(err, sizeof(err)) && err[0]);
+		check_error_reply(err);
 		return;
 	}
 	for (size_t k = 0; k < TD_ARRAY_SIZE(keys); k++) {
@@ -117,9 +152,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(err, 0x5a, sizeof(err));
 	ret = td_admin_parse((const char *)data, size, &req, err, sizeof(err));
-	if (size > TD_ADMIN_LINE_MAX || memchr(data, '\0', size)) {
+	if (size > TD_ADMIN_LINE_MAX || memchr(data, '\0', size) ||
+	    !td_utf8_valid((const char *)data, size)) {
 		FUZZ_CHECK(ret == -EINVAL);
 		FUZZ_CHECK(fuzz_terminated(err, sizeof(err)) && err[0]);
+		check_error_reply(err);
 		return 0;
 	}
 	split_words(data, size, &w);
@@ -128,6 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(ret == -EINVAL);
 		FUZZ_CHECK(fuzz_terminated(err, sizeof(err)) && err[0]);
+		/* "unknown command" quotes up to 64 bytes of the line, maybe half a character. */
+		check_error_reply(err);
 	}
 	if (w.nr > 1 && !w.more)
 		check_kv(w.word + 1, w.nr - 1);

@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * print.c - tagdiskctl's printers: the daemon's replies as tables and lines
+ * for people (ctl_int.h).
+ *
+ * Each printer takes an ok reply, a json-c tree, and looks values up by JSON
+ * pointer ("/rate/iops"). A value the reply lacks (an older daemon, or a
+ * drive without a cache) shows as "-" or 0 rather than failing: what the
+ * daemon sent is always shown as far as it goes. The exact layouts are what
+ * tests/bats/ctl.bats checks; ctl_format.c does the number formats and the
+ * column alignment.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-c/json_object_iterator.h>
+#include "common/jsonc.h"
+#include "ctl/ctl_format.h"
+#include "ctl/ctl_int.h"
+
+/* ---- reading replies ------------------------------------------------------------------- */
+
+uint64_t td_ctl_get_u64(struct json_object *r, const char *path)
+{
+	return td_jsonc_as_u64(td_jsonc_get(r, path), 0);
+}
+
+double td_ctl_get_double(struct json_object *r, const char *path)
+{
+	return td_jsonc_as_double(td_jsonc_get(r, path), 0);
+}
+
+const char *td_ctl_get_str(struct json_object *r, const char *path)
+{
+	return td_jsonc_as_str(td_jsonc_get(r, path), "-");
+}
+
+/* The number @v as the daemon wrote it: an integer exactly, a fraction with %g. */
+static const char *num_text(const struct json_object *v, char *buf, size_t len)
+{
+	if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) < 0)
+		snprintf(buf, len, "%lld", (long long)json_object_get_int64(v));
+	else if (json_object_is_type(v, json_type_int))
+		snprintf(buf, len, "%llu", (unsigned long long)json_object_get_uint64(v));
+	else if (json_object_is_type(v, json_type_double))
+		snprintf(buf, len, "%g", json_object_get_double(v));
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+const char *td_ctl_get_num(struct json_object *r, const char *path, char *buf, size_t len)
+{
+	return num_text(td_jsonc_get(r, path), buf, len);
+}
+
+/* Items of @v when it is an array, else 0. */
+static size_t arr_len(struct json_object *v)
+{
+	return json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+}
+
+/* Item @i of array @v, or NULL. */
+static struct json_object *arr_get(struct json_object *v, size_t i)
+{
+	return i < arr_len(v) ? json_object_array_get_idx(v, i) : NULL;
+}
+
+/* Print @t with @indent and free it. */
+static void table_print(struct td_ctl_table *t, const char *indent)
+{
+	char *text = t ? td_ctl_table_render(t, indent) : NULL;
+
+	if (text)
+		fputs(text, stdout);
+	else
+		fprintf(stderr, "tagdiskctl: out of memory\n");
+	free(text);
+	td_ctl_table_free(t);
+}
+
+/* A two-column table of names and values, with no header. */
+static struct td_ctl_table *kv_table(void)
+{
+	static const struct td_ctl_column cols[] = {
+		{ NULL, TD_CTL_LEFT },
+		{ NULL, TD_CTL_LEFT },
+	};
+
+	return td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+}
+
+static void kv_add(struct td_ctl_table *t, const char *key, const char *value)
+{
+	if (!t)
+		return;
+	td_ctl_table_add(t, "%s", key);
+	td_ctl_table_add(t, "%s", value);
+}
+
+/* ---- printers -------------------------------------------------------------------------- */
+
+void td_ctl_print_help(struct json_object *r)
+{
+	/* Commands the client builds from others; the daemon does not know them. */
+	static const char *const local[][2] = {
+		{ "iostat [INTERVAL [COUNT]]", "iostat -x style rates from stats (tagdiskctl)" },
+		{ "top [-i SECONDS] [-n COUNT]", "refresh status every SECONDS (tagdiskctl)" },
+		{ "trace [-w SECONDS] [--blktrace FILE]",
+		  "stop after SECONDS; write FILE for blkparse and btt (tagdiskctl)" },
+	};
+	struct json_object *cmds = td_jsonc_get(r, "/commands");
+	size_t n = arr_len(cmds);
+	const size_t max_width = 32;
+	size_t width = 0;
+	size_t i;
+
+	for (i = 0; i < n + TD_ARRAY_SIZE(local); i++) {
+		const char *usage = i < n ? td_ctl_get_str(arr_get(cmds, i), "/usage")
+					  : local[i - n][0];
+		size_t w = strlen(usage);
+
+		if (w <= max_width)
+			width = TD_MAX(width, w);
+	}
+	for (i = 0; i < n + TD_ARRAY_SIZE(local); i++) {
+		struct json_object *c = arr_get(cmds, i);
+		const char *usage = i < n ? td_ctl_get_str(c, "/usage") : local[i - n][0];
+		const char *help = i < n ? td_ctl_get_str(c, "/help") : local[i - n][1];
+
+		/* A usage too long to align with the others gets its own line. */
+		if (strlen(usage) > width)
+			printf("  %s\n  %-*s  %s\n", usage, (int)width, "", help);
+		else
+			printf("  %-*s  %s\n", (int)width, usage, help);
+	}
+}
+
+void td_ctl_print_status(struct json_object *r)
+{
+	struct td_ctl_table *t = kv_table();
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN], c[TD_CTL_FMT_LEN];
+	char line[512];
+	uint64_t depth = td_ctl_get_u64(r, "/depth");
+	uint64_t workers;
+
+	kv_add(t, "state", td_ctl_get_str(r, "/state"));
+	kv_add(t, "image", td_ctl_get_str(r, "/image"));
+	snprintf(line, sizeof(line), "%s (%s bytes)",
+		 td_ctl_fmt_size(td_ctl_get_u64(r, "/size"), a, sizeof(a)),
+		 td_ctl_get_num(r, "/size", b, sizeof(b)));
+	kv_add(t, "size", line);
+	kv_add(t, "disk", td_ctl_get_str(r, "/disk"));
+	kv_add(t, "read-only",
+	       td_jsonc_as_bool(td_jsonc_get(r, "/read_only"), false) ? "yes" : "no");
+	kv_add(t, "mode", td_ctl_get_str(r, "/mode"));
+	kv_add(t, "elevator", td_ctl_get_str(r, "/elevator"));
+	if (depth)
+		snprintf(line, sizeof(line), "%s/%llu",
+			 td_ctl_get_num(r, "/tags_in_use", a, sizeof(a)),
+			 (unsigned long long)depth);
+	else
+		snprintf(line, sizeof(line), "- (no tags in mode %s)", td_ctl_get_str(r, "/mode"));
+	kv_add(t, "tags", line);
+	kv_add(t, "in flight", td_ctl_get_num(r, "/in_flight", a, sizeof(a)));
+	kv_add(t, "queued", td_ctl_get_num(r, "/queued", a, sizeof(a)));
+	snprintf(line, sizeof(line), "%s/%s", td_ctl_get_num(r, "/requests_used", a, sizeof(a)),
+		 td_ctl_get_num(r, "/nr_requests", b, sizeof(b)));
+	kv_add(t, "requests", line);
+	/* workers 0: the thread that runs the queue executes the commands itself */
+	workers = td_ctl_get_u64(r, "/workers");
+	if (workers == 0)
+		snprintf(a, sizeof(a), "inline (no worker threads)");
+	else
+		snprintf(a, sizeof(a), "%llu worker%s", (unsigned long long)workers,
+			 workers == 1 ? "" : "s");
+	snprintf(line, sizeof(line), "%s, model %s, write cache %s", a, td_ctl_get_str(r, "/model"),
+		 td_ctl_get_str(r, "/write_cache"));
+	kv_add(t, "drive", line);
+	snprintf(line, sizeof(line), "%.1f (read %.1f, write %.1f, over %.1f s)",
+		 td_ctl_get_double(r, "/rate/iops"), td_ctl_get_double(r, "/rate/read_iops"),
+		 td_ctl_get_double(r, "/rate/write_iops"),
+		 td_ctl_get_double(r, "/rate/interval_s"));
+	kv_add(t, "iops", line);
+	snprintf(line, sizeof(line), "%s (read %s, write %s)",
+		 td_ctl_fmt_rate(td_ctl_get_double(r, "/rate/bytes_per_s"), a, sizeof(a)),
+		 td_ctl_fmt_rate(td_ctl_get_double(r, "/rate/read_bytes_per_s"), b, sizeof(b)),
+		 td_ctl_fmt_rate(td_ctl_get_double(r, "/rate/write_bytes_per_s"), c, sizeof(c)));
+	kv_add(t, "throughput", line);
+	kv_add(t, "resets", td_ctl_get_num(r, "/resets", a, sizeof(a)));
+	kv_add(t, "timeouts", td_ctl_get_num(r, "/timeouts", a, sizeof(a)));
+	kv_add(t, "errors", td_ctl_get_num(r, "/errors", a, sizeof(a)));
+	kv_add(t, "uptime", td_ctl_fmt_duration(td_ctl_get_u64(r, "/uptime_s"), a, sizeof(a)));
+	kv_add(t, "pid", td_ctl_get_num(r, "/pid", a, sizeof(a)));
+	kv_add(t, "version", td_ctl_get_str(r, "/version"));
+	table_print(t, "");
+}
+
+/* The per-op rows of `stats`: op name, count key, bytes key, merges key (NULL: none). */
+static const char *const stats_ops[][4] = {
+	{ "read", "/reads", "/read_bytes", "/merges/read" },
+	{ "write", "/writes", "/write_bytes", "/merges/write" },
+	{ "flush", "/flushes", NULL, NULL },
+	{ "discard", "/discards", "/discard_bytes", NULL },
+	{ "write_zeroes", "/write_zeroes", "/write_zeroes_bytes", NULL },
+};
+
+/* A size at @path as "1.5 MiB (1572864 bytes)". */
+static const char *get_size(struct json_object *r, const char *path, char *buf,
+			    size_t len)
+{
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+
+	snprintf(buf, len, "%s (%s bytes)", td_ctl_fmt_size(td_ctl_get_u64(r, path), a, sizeof(a)),
+		 td_ctl_get_num(r, path, b, sizeof(b)));
+	return buf;
+}
+
+/* The volatile write cache: what it holds now and what it has done, powerfails included. */
+static void stats_cache(struct json_object *r)
+{
+	struct td_ctl_table *t = kv_table();
+	char a[2 * TD_CTL_FMT_LEN + 16];
+
+	printf("write cache (volatile)\n");
+	kv_add(t, "cached", get_size(r, "/cache/cached_bytes", a, sizeof(a)));
+	kv_add(t, "lines", td_ctl_get_num(r, "/cache/lines", a, sizeof(a)));
+	kv_add(t, "writes", td_ctl_get_num(r, "/cache/writes", a, sizeof(a)));
+	kv_add(t, "written back", get_size(r, "/cache/written_back_bytes", a, sizeof(a)));
+	kv_add(t, "evicted lines", td_ctl_get_num(r, "/cache/evicted_lines", a, sizeof(a)));
+	kv_add(t, "flushes", td_ctl_get_num(r, "/cache/flushes", a, sizeof(a)));
+	kv_add(t, "powerfails", td_ctl_get_num(r, "/cache/powerfails", a, sizeof(a)));
+	kv_add(t, "lost writes", td_ctl_get_num(r, "/cache/lost_writes", a, sizeof(a)));
+	kv_add(t, "lost sectors", td_ctl_get_num(r, "/cache/lost_sectors", a, sizeof(a)));
+	table_print(t, "  ");
+}
+
+void td_ctl_print_stats(struct json_object *r)
+{
+	static const struct td_ctl_column cols[] = {
+	    {"OP", TD_CTL_LEFT},      {"COUNT", TD_CTL_RIGHT}, {"BYTES", TD_CTL_RIGHT},
+	    {"MERGES", TD_CTL_RIGHT}, {"MEAN", TD_CTL_RIGHT},  {"P50", TD_CTL_RIGHT},
+	    {"P90", TD_CTL_RIGHT},    {"P99", TD_CTL_RIGHT},   {"P999", TD_CTL_RIGHT},
+	};
+	static const char *const pcts[] = { "/mean", "/p50", "/p90", "/p99", "/p999" };
+	struct td_ctl_table *t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+	char a[TD_CTL_FMT_LEN];
+	char path[64];
+	size_t i, k;
+
+	for (i = 0; t && i < TD_ARRAY_SIZE(stats_ops); i++) {
+		const char *const *op = stats_ops[i];
+		struct json_object *lat;
+
+		td_ctl_table_add(t, "%s", op[0]);
+		td_ctl_table_add(t, "%s", td_ctl_get_num(r, op[1], a, sizeof(a)));
+		td_ctl_table_add(t, "%s",
+				 op[2] && td_jsonc_has(r, op[2])
+				     ? td_ctl_fmt_size(td_ctl_get_u64(r, op[2]), a, sizeof(a))
+				     : "-");
+		td_ctl_table_add(t, "%s", op[3] ? td_ctl_get_num(r, op[3], a, sizeof(a)) : "-");
+		snprintf(path, sizeof(path), "/latency/%s", op[0]);
+		lat = td_jsonc_get(r, path);
+		for (k = 0; k < TD_ARRAY_SIZE(pcts); k++) {
+			struct json_object *v = td_jsonc_get(lat, pcts[k]);
+			uint64_t us = td_jsonc_as_u64(v, 0);
+
+			/* With no I/O of this kind, a percentile of 0 would be a lie. */
+			if (!v || !td_ctl_get_u64(lat, "/count"))
+				td_ctl_table_add(t, "-");
+			else
+				td_ctl_table_add(t, "%s", td_ctl_fmt_latency(us, a, sizeof(a)));
+		}
+	}
+	table_print(t, "");
+
+	printf("\nqueue\n");
+	t = kv_table();
+	kv_add(t, "deferred", td_ctl_get_num(r, "/deferred", a, sizeof(a)));
+	kv_add(t, "killed", td_ctl_get_num(r, "/killed", a, sizeof(a)));
+	kv_add(t, "requeued", td_ctl_get_num(r, "/requeued", a, sizeof(a)));
+	kv_add(t, "resets", td_ctl_get_num(r, "/resets", a, sizeof(a)));
+	kv_add(t, "timeouts", td_ctl_get_num(r, "/timeouts", a, sizeof(a)));
+	kv_add(t, "retries exhausted", td_ctl_get_num(r, "/retries_exhausted", a, sizeof(a)));
+	kv_add(t, "errors", td_ctl_get_num(r, "/errors", a, sizeof(a)));
+	kv_add(t, "in flight", td_ctl_get_num(r, "/in_flight", a, sizeof(a)));
+	kv_add(t, "front merges", td_ctl_get_num(r, "/front_merges", a, sizeof(a)));
+	kv_add(t, "back merges", td_ctl_get_num(r, "/back_merges", a, sizeof(a)));
+	kv_add(t, "io ticks ms", td_ctl_get_num(r, "/io_ticks_ms", a, sizeof(a)));
+	kv_add(t, "time in queue ms", td_ctl_get_num(r, "/time_in_queue_ms", a, sizeof(a)));
+	table_print(t, "  ");
+
+	printf("drive\n");
+	t = kv_table();
+	kv_add(t, "commands", td_ctl_get_num(r, "/drive/commands", a, sizeof(a)));
+	kv_add(t, "queued", td_ctl_get_num(r, "/drive/queued", a, sizeof(a)));
+	kv_add(t, "executing", td_ctl_get_num(r, "/drive/executing", a, sizeof(a)));
+	kv_add(t, "hung", td_ctl_get_num(r, "/drive/hung", a, sizeof(a)));
+	kv_add(t, "seeks", td_ctl_get_num(r, "/drive/seeks", a, sizeof(a)));
+	kv_add(t, "seek distance", td_ctl_get_num(r, "/drive/seek_distance", a, sizeof(a)));
+	snprintf(a, sizeof(a), "%.1f", td_ctl_get_double(r, "/drive/mean_seek_sectors"));
+	kv_add(t, "mean seek sectors", a);
+	table_print(t, "  ");
+
+	/* Only a drive with write_cache = volatile has one. */
+	if (td_jsonc_has(r, "/cache"))
+		stats_cache(r);
+}
+
+void td_ctl_print_tags(struct json_object *r)
+{
+	static const struct td_ctl_column cols[] = {
+		{ "TAG", TD_CTL_RIGHT },     { "OP", TD_CTL_LEFT },  { "SECTOR", TD_CTL_RIGHT },
+		{ "SECTORS", TD_CTL_RIGHT }, { "AGE", TD_CTL_RIGHT }, { "RETRIES", TD_CTL_RIGHT },
+		{ "PID", TD_CTL_RIGHT },     { "CDB", TD_CTL_LEFT },
+	};
+	struct json_object *tags = td_jsonc_get(r, "/tags");
+	size_t n = arr_len(tags);
+	struct td_ctl_table *t;
+	char a[TD_CTL_FMT_LEN];
+	size_t i;
+
+	if (!n) {
+		printf("no outstanding tags (depth %s)\n",
+		       td_ctl_get_num(r, "/depth", a, sizeof(a)));
+		return;
+	}
+	t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+	for (i = 0; t && i < n; i++) {
+		struct json_object *e = arr_get(tags, i);
+
+		td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/tag", a, sizeof(a)));
+		td_ctl_table_add(t, "%s", td_ctl_get_str(e, "/op"));
+		td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/sector", a, sizeof(a)));
+		td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/sectors", a, sizeof(a)));
+		td_ctl_table_add(t, "%s",
+				 td_ctl_fmt_latency(td_ctl_get_u64(e, "/age_us"), a, sizeof(a)));
+		td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/retries", a, sizeof(a)));
+		td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/pid", a, sizeof(a)));
+		td_ctl_table_add(t, "%s", td_ctl_get_str(e, "/cdb"));
+	}
+	table_print(t, "");
+}
+
+void td_ctl_print_reset(struct json_object *r)
+{
+	char a[TD_CTL_FMT_LEN];
+
+	printf("reset: %s requests requeued\n", td_ctl_get_num(r, "/requeued", a, sizeof(a)));
+}
+
+void td_ctl_print_elevator(struct json_object *r)
+{
+	struct json_object *avail = td_jsonc_get(r, "/available");
+	size_t i;
+
+	if (td_jsonc_has(r, "/previous")) {
+		printf("elevator: %s -> %s\n", td_ctl_get_str(r, "/previous"),
+		       td_ctl_get_str(r, "/elevator"));
+		return;
+	}
+	printf("elevator: %s (available: ", td_ctl_get_str(r, "/elevator"));
+	for (i = 0; i < arr_len(avail); i++)
+		printf("%s%s", i ? ", " : "", td_jsonc_as_str(arr_get(avail, i), "?"));
+	printf(")\n");
+}
+
+void td_ctl_print_depth(struct json_object *r)
+{
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+
+	if (td_jsonc_has(r, "/previous"))
+		printf("depth: %s -> %s\n", td_ctl_get_num(r, "/previous", a, sizeof(a)),
+		       td_ctl_get_num(r, "/depth", b, sizeof(b)));
+	else
+		printf("depth: %s (max %s)\n", td_ctl_get_num(r, "/depth", a, sizeof(a)),
+		       td_ctl_get_num(r, "/max", b, sizeof(b)));
+}
+
+void td_ctl_print_inject(struct json_object *r)
+{
+	static const struct td_ctl_column cols[] = {
+		{ "KIND", TD_CTL_LEFT },	{ "OP", TD_CTL_LEFT },
+		{ "SECTOR", TD_CTL_RIGHT },	{ "COUNT", TD_CTL_RIGHT },
+		{ "TIMES-LEFT", TD_CTL_RIGHT }, { "FIRED", TD_CTL_RIGHT },
+	};
+	struct json_object *rules = td_jsonc_get(r, "/rules");
+	size_t n = arr_len(rules);
+	struct td_ctl_table *t;
+	char a[TD_CTL_FMT_LEN];
+	char kind[TD_CTL_FMT_LEN * 2];
+	size_t i;
+
+	if (!n) {
+		printf("no faults armed\n");
+	} else {
+		t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+		for (i = 0; t && i < n; i++) {
+			struct json_object *e = arr_get(rules, i);
+			const char *k = td_ctl_get_str(e, "/kind");
+
+			/* every and latency carry their one parameter in the kind column. */
+			if (strcmp(k, "every") == 0)
+				snprintf(kind, sizeof(kind), "every %s",
+					 td_ctl_get_num(e, "/every", a, sizeof(a)));
+			else if (strcmp(k, "latency") == 0)
+				snprintf(kind, sizeof(kind), "latency %s",
+					 td_ctl_fmt_latency(td_ctl_get_u64(e, "/latency_us"), a,
+							    sizeof(a)));
+			else
+				snprintf(kind, sizeof(kind), "%s", k);
+			td_ctl_table_add(t, "%s", kind);
+			td_ctl_table_add(t, "%s", td_ctl_get_str(e, "/op"));
+			td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/sector", a, sizeof(a)));
+			td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/count", a, sizeof(a)));
+			/* null: no count, the rule fires for ever */
+			if (td_jsonc_has(e, "/times_left") && !td_jsonc_get(e, "/times_left"))
+				td_ctl_table_add(t, "forever");
+			else
+				td_ctl_table_add(t, "%s",
+						 td_ctl_get_num(e, "/times_left", a, sizeof(a)));
+			td_ctl_table_add(t, "%s", td_ctl_get_num(e, "/fired", a, sizeof(a)));
+		}
+		table_print(t, "");
+	}
+	printf("seed %s\n", td_ctl_get_num(r, "/seed", a, sizeof(a)));
+}
+
+void td_ctl_print_powerfail(struct json_object *r)
+{
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN], c[TD_CTL_FMT_LEN];
+
+	printf("powerfail: lost %s writes (%s sectors), kept %s writes\n",
+	       td_ctl_get_num(r, "/lost_writes", a, sizeof(a)),
+	       td_ctl_get_num(r, "/lost_sectors", b, sizeof(b)),
+	       td_ctl_get_num(r, "/kept_writes", c, sizeof(c)));
+}
+
+void td_ctl_print_other(struct json_object *r)
+{
+	struct json_object_iterator it = json_object_iter_begin(r);
+	struct json_object_iterator end = json_object_iter_end(r);
+	struct td_ctl_table *t = kv_table();
+
+	for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
+		const char *key = json_object_iter_peek_name(&it);
+		struct json_object *v = json_object_iter_peek_value(&it);
+		char a[TD_CTL_FMT_LEN];
+		const char *text;
+		size_t len;
+
+		if (strcmp(key, "ok") == 0)
+			continue;
+		/* Strings and numbers as the other printers show them; the rest as JSON. */
+		if (json_object_is_type(v, json_type_string))
+			text = json_object_get_string(v);
+		else if (json_object_is_type(v, json_type_int) ||
+			 json_object_is_type(v, json_type_double))
+			text = num_text(v, a, sizeof(a));
+		else
+			text = v ? td_jsonc_line(v, &len) : "null";
+		kv_add(t, key, text ? text : "?");
+	}
+	/* Nothing but "ok": nothing to show. */
+	if (t && td_ctl_table_rows(t))
+		table_print(t, "");
+	else
+		td_ctl_table_free(t);
+}
+
+/* The growth of the counter at @path from @prev (NULL: zero) to @cur; 0 if it went back. */
+static double get_delta(struct json_object *cur, struct json_object *prev,
+			const char *path)
+{
+	uint64_t a = td_ctl_get_u64(cur, path);
+	uint64_t b = td_ctl_get_u64(prev, path);
+
+	return a >= b ? (double)(a - b) : 0;
+}
+
+/* The per-op rates between two stats replies (@prev NULL: since the daemon started). */
+void td_ctl_print_stats_rates(struct json_object *cur, struct json_object *prev)
+{
+	static const struct td_ctl_column cols[] = {
+		{ "OP", TD_CTL_LEFT },
+		{ "IOPS", TD_CTL_RIGHT },
+		{ "THROUGHPUT", TD_CTL_RIGHT },
+		{ "MERGES/S", TD_CTL_RIGHT },
+	};
+	struct td_ctl_table *t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+	double dt = get_delta(cur, prev, "/uptime_us") / 1e6;
+	char a[TD_CTL_FMT_LEN];
+	size_t k;
+
+	if (dt <= 0)
+		dt = INFINITY; /* no time passed: show zeros */
+	for (k = 0; t && k < TD_ARRAY_SIZE(stats_ops); k++) {
+		const char *const *op = stats_ops[k];
+
+		td_ctl_table_add(t, "%s", op[0]);
+		td_ctl_table_add(t, "%.1f", get_delta(cur, prev, op[1]) / dt);
+		if (op[2])
+			td_ctl_table_add(t, "%s", td_ctl_fmt_rate(get_delta(cur, prev, op[2]) / dt,
+								  a, sizeof(a)));
+		else
+			td_ctl_table_add(t, "-");
+		if (op[3])
+			td_ctl_table_add(t, "%.1f", get_delta(cur, prev, op[3]) / dt);
+		else
+			td_ctl_table_add(t, "-");
+	}
+	table_print(t, "");
+}
+
+void td_ctl_print_iostat_json(const struct td_ctl_iostat *io, uint64_t tags)
+{
+	struct json_object *o = json_object_new_object();
+	const char *text = NULL;
+	bool ok = true;
+	size_t len;
+
+	ok &= td_jsonc_add_double(o, "interval_s", io->interval_s);
+	ok &= td_jsonc_add_double(o, "r_s", io->r_s);
+	ok &= td_jsonc_add_double(o, "w_s", io->w_s);
+	ok &= td_jsonc_add_double(o, "rkB_s", io->rkb_s);
+	ok &= td_jsonc_add_double(o, "wkB_s", io->wkb_s);
+	ok &= td_jsonc_add_double(o, "rrqm_s", io->rrqm_s);
+	ok &= td_jsonc_add_double(o, "wrqm_s", io->wrqm_s);
+	ok &= td_jsonc_add_double(o, "r_await_ms", io->r_await_ms);
+	ok &= td_jsonc_add_double(o, "w_await_ms", io->w_await_ms);
+	ok &= td_jsonc_add_double(o, "aqu_sz", io->aqu_sz);
+	ok &= td_jsonc_add_u64(o, "tags_in_use", tags);
+	ok &= td_jsonc_add_double(o, "util_pct", io->util_pct);
+	if (ok)
+		text = td_jsonc_line(o, &len);
+	if (text)
+		printf("%s\n", text);
+	else
+		fprintf(stderr, "tagdiskctl: out of memory\n");
+	json_object_put(o);
+}
+
+void td_ctl_print_iostat_row(const struct td_ctl_iostat *io, uint64_t tags, bool header)
+{
+	if (header)
+		printf("%8s %8s %9s %9s %8s %8s %8s %8s %7s %5s %7s\n", "r/s", "w/s", "rkB/s",
+		       "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await", "aqu-sz", "tags",
+		       "%util");
+	printf("%8.2f %8.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %7.2f %5llu %7.2f\n", io->r_s,
+	       io->w_s, io->rkb_s, io->wkb_s, io->rrqm_s, io->wrqm_s, io->r_await_ms,
+	       io->w_await_ms, io->aqu_sz, (unsigned long long)tags, io->util_pct);
+}
+
