@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * daemon.h - what tagdiskd needs besides the engine: the image file and
- * service-manager notification.
+ * daemon.h - what tagdiskd needs besides the engine: the image file,
+ * service-manager notification, going to the background and the pid file.
  *
  * The image is locked with an open file description (OFD) lock for as long as
  * it is served: a write lock, or a read lock in read-only mode, so two
@@ -12,6 +12,27 @@
  * Notification follows the sd_notify(3) protocol: datagrams on the socket
  * named by $NOTIFY_SOCKET ("READY=1", "STATUS=...", "STOPPING=1",
  * "RELOADING=1"); without $NOTIFY_SOCKET it does nothing.
+ *
+ * Going to the background (daemonize.c), as nbdkit and qemu-nbd do: the
+ * process forks once its configuration has been checked. The parent waits
+ * on a pipe: it exits 0 when the child reports that it serves, or 1 when the
+ * child reports that it could not (the child has already written why to the
+ * stderr they share) or dies first, and in both cases only once the child has
+ * exited. The child starts a session of its own and moves to "/" (every path
+ * it will use is absolute by then); stdin is /dev/null at once, stdout and
+ * stderr once it serves. From then on each line the log module writes to
+ * stderr goes to syslog(3), facility daemon, at its level: a thread reads
+ * them from a pipe, so logging never needs more than the write(2) it does in
+ * the foreground (a full pipe drops lines rather than block a caller).
+ *
+ * The pid file (pidfile.c) is written once the daemon serves, atomically (a
+ * temporary file renamed over the path), and stays locked with an OFD write
+ * lock while the daemon runs: a file nobody locks is stale and replaced; one
+ * that is locked belongs to a live daemon and is refused. It is removed on
+ * exit, unless another process has replaced it meanwhile.
+ *
+ * LOCKING: none; the daemonize and pid file calls belong to main() (and to
+ * the signal thread's last-resort exit, see tagdiskd.c).
  */
 #ifndef TAGDISK_DAEMON_H
 #define TAGDISK_DAEMON_H
@@ -49,5 +70,54 @@ pid_t td_image_lock_holder(dev_t dev, ino_t ino);
 int td_notify(const char *state) td_nonnull(1);
 /* printf-style td_notify(). */
 int td_notifyf(const char *fmt, ...) td_printf(1, 2);
+
+/*
+ * Fork into the background. Call before starting any thread. The parent
+ * never returns: it exits 0 or 1 as described above. In the child: a new
+ * session, the current directory "/", stdin /dev/null.
+ * Return (child): 0; or a negative errno with a message in @err when the
+ * fork itself failed (nothing has happened: the caller exits).
+ */
+int td_daemonize(char *err, size_t errlen) td_nonnull(1);
+
+/*
+ * The child serves: point stdout at /dev/null and stderr at syslog, then
+ * let the parent exit 0. Does nothing in a process that did not daemonize.
+ */
+void td_daemonize_ready(void);
+
+/*
+ * The child could not serve (it has logged why): the parent will exit 1 once
+ * this process has exited. Does nothing in a process that did not daemonize.
+ */
+void td_daemonize_failed(void);
+
+/* Before exiting: pass the last log lines to syslog and stop forwarding. */
+void td_daemonize_end(void);
+
+struct td_pidfile {
+	int fd;		/* the locked file, or -1 */
+	char *path;
+	dev_t dev;	/* what we renamed to path, to remove only our own */
+	ino_t ino;
+};
+
+/*
+ * Before starting: is @path free to use? It may be missing or stale; it is
+ * not when a live process holds its lock, or when its directory is missing.
+ * Return: 0, or a negative errno with a message in @err (-EBUSY: held; the
+ * message names the pid written in it).
+ */
+int td_pidfile_check(const char *path, char *err, size_t errlen) td_nonnull(1, 2);
+
+/*
+ * Write this process's pid to @path atomically and keep it locked.
+ * Return: 0, or a negative errno with a message in @err.
+ */
+int td_pidfile_write(struct td_pidfile *pf, const char *path, char *err, size_t errlen)
+	td_nonnull(1, 2, 3);
+
+/* Remove the pid file if it is still the one we wrote; close it. Idempotent. */
+void td_pidfile_remove(struct td_pidfile *pf) td_nonnull(1);
 
 #endif /* TAGDISK_DAEMON_H */

@@ -4,15 +4,23 @@
  *
  *   image file -> drive -> queue -> front end (FUSE)   and the admin socket
  *
- * Exit status: 0 after a clean stop (SIGTERM, SIGINT, or the file system
- * unmounted from outside), 1 when something failed at run time, 2 for a bad
- * command line or configuration, an image locked by another process, or an
- * admin socket path that is taken.
+ * Exit status (docs/tagdiskd.8, EXIT STATUS):
+ *   0  a clean stop: SIGTERM, SIGINT, or the file system unmounted from outside;
+ *   1  a failure at run time (without -f: the daemon could not start serving);
+ *   2  a bad command line or configuration, a pid file a running daemon holds,
+ *      or, with -f, an image locked by another process or an admin socket
+ *      path that is taken;
+ *   3  stopped, but data may be lost: requests were failed with EIO at the
+ *      shutdown_timeout_ms bound or abandoned by a second SIGTERM/SIGINT, the
+ *      final flush failed, or a volatile write cache still held data.
  *
  * Signals are blocked in every thread and taken by one thread with
- * sigwait(): SIGTERM and SIGINT stop the front end, SIGHUP reloads the
- * settings that can change live. Shutdown: stop receiving FUSE requests,
- * drain the queue, flush the drive, unmount, free everything.
+ * sigwait(): SIGTERM and SIGINT stop the front end, SIGHUP reloads
+ * (reload.h). Shutdown: stop receiving FUSE requests, drain the queue and
+ * flush the drive, both within [drive] shutdown_timeout_ms counted from the
+ * stop (what is left then fails with EIO), unmount, free everything. A
+ * second SIGTERM or SIGINT while draining or flushing gives up at once: the
+ * signal thread unmounts, removes the socket and the pid file, and exits 3.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,12 +31,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
+#include "common/clock.h"
 #include "common/log.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/frontend.h"
+#include "daemon/reload.h"
 #include "tagdisk/bio.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
@@ -38,12 +49,29 @@
 #define PR_SET_IO_FLUSHER 57
 #endif
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE     2
+#define EXIT_DATA_LOST 3
+
+/*
+ * Where a stop stands. STOP_DRAINING covers the front end's last requests,
+ * the drain and the final flush: a second SIGTERM/SIGINT abandons them.
+ * From STOP_CLOSING on (unmount, free) it only logs.
+ */
+enum stop_phase {
+	STOP_NONE,
+	STOP_DRAINING,
+	STOP_CLOSING,
+	STOP_DONE, /* main() is past the signal thread: it ends at its next wake-up */
+};
 
 struct daemon {
 	struct td_cmdline cl;
 	struct td_config cfg; /* guarded by cfg_lock once threads run */
 	pthread_mutex_t cfg_lock;
+	char *start_dir;      /* the current directory at start (relative paths of reloads) */
+	char *pid_file;	      /* --pid-file, absolute, or NULL */
+	struct td_pidfile pidfile;
+	struct td_reload reload;
 	struct td_image img;
 	struct td_drive *drive;
 	struct td_queue *q;
@@ -51,84 +79,108 @@ struct daemon {
 	struct td_frontend *fe;
 	struct td_admin *admin;
 	pthread_t sig_thread;
-	bool sig_thread_started;
+
+	/* Guards the fields below. Held with no other lock, except by abandon(). */
+	pthread_mutex_t stop_lock;
+	enum stop_phase phase;
+	uint64_t stop_start_ns;	   /* when the stop began (the shutdown_timeout_ms clock) */
+	unsigned int stop_signals; /* SIGTERM/SIGINT received */
 };
 
-/* ---- reload ---------------------------------------------------------------------------- */
+/* ---- the command line's --pid-file ----------------------------------------------------- */
 
-static void warn_if_changed(const char *what, bool changed)
+/*
+ * --pid-file PATH (or --pid-file=PATH) is taken out of @argv here, until
+ * td_cmdline_parse() (config.c) knows it; the rest of @argv goes to it
+ * unchanged. A relative PATH is made absolute against @start_dir.
+ * Return: 0; -EINVAL with a message in @err; -ENOMEM.
+ */
+static int take_pid_file_option(int *argc, char **argv, const char *start_dir, char **pid_file,
+				char *err, size_t errlen)
 {
-	if (changed)
-		td_warnx("reload: %s changed in the configuration; it takes effect on restart", what);
-}
+	static const char opt[] = "--pid-file";
+	const char *value = NULL;
+	int out = 1;
 
-/* SIGHUP: apply the settings that can change live; keep everything on any error. */
-static void reload(struct daemon *d)
-{
-	struct td_config next;
-	char err[512];
-
-	td_notify("RELOADING=1\nSTATUS=reloading the configuration");
-	td_config_init(&next);
-	if (td_config_build(&next, &d->cl, err, sizeof(err)) ||
-	    td_config_check(&next, err, sizeof(err))) {
-		td_err("reload: %s; keeping the current settings", err);
-		td_config_free(&next);
-		td_notify("READY=1\nSTATUS=serving (reload failed, see the log)");
-		return;
-	}
-	pthread_mutex_lock(&d->cfg_lock);
-	struct td_config *cur = &d->cfg;
-
-	if (strcmp(next.elevator, cur->elevator) != 0 && cur->mode == TD_MODE_RQ) {
-		int r = td_queue_set_elevator(d->q, next.elevator);
-
-		if (r)
-			td_err("reload: [queue] elevator = \"%s\": %s", next.elevator, strerror(-r));
-		else
-			td_notice("reload: elevator %s -> %s", cur->elevator, next.elevator);
-		if (!r)
-			snprintf(cur->elevator, sizeof(cur->elevator), "%s", next.elevator);
-	}
-	/* bio mode has neither elevator nor tags: nothing to resize. */
-	if (next.depth != cur->depth && cur->mode == TD_MODE_RQ) {
-		int r = td_queue_set_depth(d->q, next.depth);
-
-		if (r) {
-			td_err("reload: [tags] depth = %u: %s", next.depth, strerror(-r));
+	for (int i = 1; i < *argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < *argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (strcmp(argv[i], opt) == 0) {
+			if (i + 1 >= *argc) {
+				snprintf(err, errlen, "option %s needs a value", opt);
+				return -EINVAL;
+			}
+			value = argv[++i];
+		} else if (strncmp(argv[i], opt, sizeof(opt) - 1) == 0 &&
+			   argv[i][sizeof(opt) - 1] == '=') {
+			value = argv[i] + sizeof(opt);
 		} else {
-			td_notice("reload: depth %u -> %u", cur->depth, next.depth);
-			cur->depth = next.depth;
+			argv[out++] = argv[i];
 		}
 	}
-	if (memcmp(&next.tunables, &cur->tunables, sizeof(next.tunables)) != 0) {
-		td_queue_set_tunables(d->q, &next.tunables);
-		cur->tunables = next.tunables;
-		td_notice("reload: deadline tunables read_expire_ms %u, write_expire_ms %u, "
-			  "fifo_batch %u, writes_starved %u",
-			  next.tunables.read_expire_ms, next.tunables.write_expire_ms,
-			  next.tunables.fifo_batch, next.tunables.writes_starved);
+	*argc = out;
+	argv[out] = NULL;
+	if (!value)
+		return 0;
+	if (!*value) {
+		snprintf(err, errlen, "%s \"\": must not be empty", opt);
+		return -EINVAL;
 	}
-	if (next.command_timeout_ms != cur->command_timeout_ms ||
-	    next.max_retries != cur->max_retries) {
-		td_queue_set_timeout(d->q, next.command_timeout_ms, next.max_retries);
-		cur->command_timeout_ms = next.command_timeout_ms;
-		cur->max_retries = next.max_retries;
-		td_notice("reload: command_timeout_ms %u, max_retries %u", next.command_timeout_ms,
-			  next.max_retries);
+	if (value[0] == '/')
+		*pid_file = strdup(value);
+	else if (asprintf(pid_file, "%s%s%s", start_dir, strcmp(start_dir, "/") ? "/" : "",
+			  value) < 0)
+		*pid_file = NULL;
+	if (!*pid_file) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	warn_if_changed("[queue] mode", next.mode != cur->mode);
-	warn_if_changed("[queue] nr_requests", next.nr_requests != cur->nr_requests);
-	warn_if_changed("[queue] max_sectors", next.max_sectors != cur->max_sectors);
-	warn_if_changed("[drive] workers", next.workers != cur->workers);
-	warn_if_changed("[drive] model", next.model != cur->model);
-	warn_if_changed("[drive] write_cache", next.write_cache != cur->write_cache);
-	warn_if_changed("[disk] image", strcmp(next.image ? next.image : "",
-					       cur->image ? cur->image : "") != 0 &&
-						next.image && next.image[0] != '/');
-	pthread_mutex_unlock(&d->cfg_lock);
-	td_config_free(&next);
-	td_notify("READY=1\nSTATUS=serving (configuration reloaded)");
+	return 0;
+}
+
+/* ---- signals --------------------------------------------------------------------------- */
+
+/*
+ * A second SIGTERM/SIGINT while draining or flushing: give up on the I/O
+ * still outstanding and leave at once, with the mount, the socket and the
+ * pid file cleaned up. Called by the signal thread with stop_lock held, so
+ * main() cannot be unmounting or freeing meanwhile.
+ */
+static void __attribute__((noreturn)) abandon(struct daemon *d, int sig)
+{
+	struct td_queue_status qs;
+
+	td_queue_get_status(d->q, &qs);
+	td_err("signal: second %s: stopping now without draining (in flight %u, queued %u); "
+	       "data may be lost",
+	       sig == SIGINT ? "SIGINT" : "SIGTERM", qs.in_flight, qs.queued);
+	td_notify("STOPPING=1\nSTATUS=stopping now, without draining");
+	td_frontend_unmount(d->fe);
+	/* The admin thread may be blocked in a command: remove its socket, leave it be. */
+	unlink(d->cfg.socket);
+	td_pidfile_remove(&d->pidfile);
+	td_notice("stopped: abandoned, unmounted; exit status %d: data may be lost",
+		  EXIT_DATA_LOST);
+	td_daemonize_end();
+	_exit(EXIT_DATA_LOST);
+}
+
+/* Start a stop now, unless one has started. Return: true when this call started it. */
+static bool begin_stop(struct daemon *d)
+{
+	bool first;
+
+	pthread_mutex_lock(&d->stop_lock);
+	first = d->phase == STOP_NONE;
+	if (first) {
+		d->phase = STOP_DRAINING;
+		d->stop_start_ns = td_now_ns();
+	}
+	pthread_mutex_unlock(&d->stop_lock);
+	return first;
 }
 
 static void *signal_main(void *arg)
@@ -142,18 +194,56 @@ static void *signal_main(void *arg)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
 	for (;;) {
 		if (sigwait(&set, &sig))
 			continue;
-		if (sig == SIGHUP) {
-			td_notice("signal: SIGHUP, reloading %s",
-				  d->cl.config_file ? d->cl.config_file : "(no config file)");
-			reload(d);
+		pthread_mutex_lock(&d->stop_lock);
+		enum stop_phase phase = d->phase;
+
+		if (phase == STOP_DONE) {
+			pthread_mutex_unlock(&d->stop_lock);
+			return NULL;
+		}
+		if (sig == SIGUSR2) { /* main()'s wake-up, or someone else's: nothing to do */
+			pthread_mutex_unlock(&d->stop_lock);
 			continue;
 		}
-		td_notice("signal: %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
-		td_frontend_stop(d->fe);
-		return NULL;
+		if (sig == SIGHUP) {
+			pthread_mutex_unlock(&d->stop_lock);
+			if (phase != STOP_NONE) {
+				td_notice("signal: SIGHUP ignored: stopping");
+				continue;
+			}
+			td_notice("signal: SIGHUP, reloading %s",
+				  d->cl.config_file ? d->cl.config_file : "(no config file)");
+			td_reload_run(&d->reload);
+			continue;
+		}
+		const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+
+		d->stop_signals++;
+		if (phase == STOP_NONE) {
+			d->phase = STOP_DRAINING;
+			d->stop_start_ns = td_now_ns();
+			pthread_mutex_unlock(&d->stop_lock);
+			td_notice("signal: %s, stopping", name);
+			td_frontend_stop(d->fe);
+			continue;
+		}
+		/*
+		 * A stop a signal began: the second signal abandons it. One that an
+		 * unmount from outside began: the first signal only says so.
+		 */
+		if (phase == STOP_DRAINING && d->stop_signals >= 2)
+			abandon(d, sig);
+		pthread_mutex_unlock(&d->stop_lock);
+		if (phase == STOP_DRAINING)
+			td_notice("signal: %s: already stopping; another one stops at once, "
+				  "without draining",
+				  name);
+		else
+			td_notice("signal: %s: already unmounting", name);
 	}
 }
 
@@ -272,18 +362,56 @@ static void flush_end(struct td_byte_io *io, int err)
 	sem_post(&w->done);
 }
 
-/* Make everything written so far durable. Return: 0 or a negative errno. */
-static int flush_disk(struct td_queue *q)
+/*
+ * Wait for the queue to empty, until @deadline_ns (CLOCK_MONOTONIC; 0: no
+ * bound). At the bound what is left fails with EIO and the queue is dead:
+ * whatever is submitted later fails at once (tagdisk/queue.h).
+ * Return: the number of requests failed, or a negative errno.
+ */
+static int drain_until(struct td_queue *q, uint64_t deadline_ns)
+{
+	uint64_t now = td_now_ns();
+	uint64_t ms;
+
+	if (!deadline_ns) {
+		td_queue_drain(q);
+		return 0;
+	}
+	ms = deadline_ns > now ? (deadline_ns - now + TD_NSEC_PER_MSEC - 1) / TD_NSEC_PER_MSEC : 1;
+	return td_queue_drain_timeout(q, (uint32_t)TD_MIN(ms, (uint64_t)UINT32_MAX));
+}
+
+/*
+ * Make everything written so far durable, by @deadline_ns (0: no bound); a
+ * flush still outstanding then fails with EIO, with whatever else is left,
+ * and *@failed counts them. Return: 0 or a negative errno.
+ */
+static int flush_disk(struct td_queue *q, uint64_t deadline_ns, int *failed)
 {
 	struct flush_wait w = { .err = 0 };
 	struct td_byte_io io = { .op = TD_OP_FLUSH, .end = flush_end, .private = &w };
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline_ns / TD_NSEC_PER_SEC),
+		.tv_nsec = (long)(deadline_ns % TD_NSEC_PER_SEC),
+	};
 	int ret;
 
 	sem_init(&w.done, 0, 0);
 	ret = td_byte_io_submit(q, &io);
 	if (!ret) {
-		while (sem_wait(&w.done) && errno == EINTR)
-			;
+		if (deadline_ns) {
+			while ((ret = sem_clockwait(&w.done, CLOCK_MONOTONIC, &ts)) && errno == EINTR)
+				;
+			if (ret) {
+				int n = drain_until(q, 1);
+
+				if (n > 0)
+					*failed += n;
+			}
+		}
+		if (!deadline_ns || ret)
+			while (sem_wait(&w.done) && errno == EINTR)
+				;
 		ret = w.err;
 		/* The queue counts the flush ended only after flush_end() returns. */
 		td_queue_drain(q);
@@ -292,22 +420,45 @@ static int flush_disk(struct td_queue *q)
 	return ret;
 }
 
-static void teardown(struct daemon *d, bool remove_created_image)
+/*
+ * Free everything. With @leave_engine (a backend call abandoned at the
+ * shutdown bound is still running: destroying the queue and the drive would
+ * wait for it) they and the image are left to the exit.
+ * Return: the bytes a volatile write cache still held and lost.
+ */
+static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave_engine)
 {
+	uint64_t lost = 0;
+
 	if (d->admin)
 		td_admin_destroy(d->admin);
 	if (d->fe)
 		td_frontend_destroy(d->fe);
-	if (d->q)
+	if (d->q && !leave_engine)
 		td_queue_destroy(d->q);
-	if (d->trace)
+	if (d->trace && !leave_engine)
 		td_trace_destroy(d->trace);
-	if (d->drive)
-		td_drive_destroy(d->drive);
-	td_image_close(&d->img, remove_created_image);
+	if (d->drive && !leave_engine)
+		lost = td_drive_destroy(d->drive);
+	/* An abandoned backend call may still use the image's descriptor: leave it to the exit. */
+	if (!leave_engine)
+		td_image_close(&d->img, remove_created_image);
+	td_pidfile_remove(&d->pidfile);
 	td_config_free(&d->cfg);
 	td_cmdline_free(&d->cl);
+	free(d->pid_file);
+	free(d->start_dir);
 	pthread_mutex_destroy(&d->cfg_lock);
+	pthread_mutex_destroy(&d->stop_lock);
+	return lost;
+}
+
+/* Start failed (the reason is logged): clean up, and tell a waiting parent. */
+static int fail_start(struct daemon *d, int status)
+{
+	teardown(d, true, false);
+	td_daemonize_failed();
+	return status;
 }
 
 /* Guard against the loop-on-FUSE deadlock: our allocations must never wait for our own I/O. */
@@ -320,33 +471,156 @@ static void protect_memory(void)
 		td_warn("mlockall (daemon memory may be swapped out)");
 }
 
+/*
+ * The stop, once the front end has returned: drain and flush within
+ * shutdown_timeout_ms of the stop's start, unmount, free.
+ * Return: the exit status.
+ */
+static int stop(struct daemon *d, int run_ret)
+{
+	uint32_t timeout_ms;
+	uint64_t deadline = 0;
+	int failed, flush_err = 0, flush_failed = 0;
+	bool leave_engine = false;
+	const char *flushed = "flushed";
+	uint64_t lost;
+
+	pthread_mutex_lock(&d->cfg_lock);
+	timeout_ms = d->cfg.shutdown_timeout_ms;
+	pthread_mutex_unlock(&d->cfg_lock);
+	pthread_mutex_lock(&d->stop_lock);
+	if (timeout_ms)
+		deadline = d->stop_start_ns + timeout_ms * TD_NSEC_PER_MSEC;
+	pthread_mutex_unlock(&d->stop_lock);
+
+	failed = drain_until(d->q, deadline);
+	if (failed < 0)
+		td_err("stop: the queue did not drain within shutdown_timeout_ms (%u ms): %s",
+		       timeout_ms, strerror(-failed));
+	else if (failed)
+		td_err("stop: the queue did not drain within shutdown_timeout_ms (%u ms): "
+		       "%d request%s failed with EIO",
+		       timeout_ms, failed, failed == 1 ? "" : "s");
+	if (d->cfg.read_only) {
+		flushed = "nothing to flush (read-only)";
+	} else if (failed) {
+		/*
+		 * The queue is dead: a flush through it would fail at once. Completed
+		 * writes are in the image file (a volatile cache's excepted, which the
+		 * drive reports lost below): sync it directly.
+		 */
+		flushed = "image synced";
+		if (fdatasync(d->img.fd) < 0) {
+			flush_err = -errno;
+			td_err_errno("stop: syncing the image");
+		}
+	} else {
+		flush_err = flush_disk(d->q, deadline, &flush_failed);
+		if (flush_failed)
+			td_err("stop: the final flush did not complete within shutdown_timeout_ms "
+			       "(%u ms): failed with EIO",
+			       timeout_ms);
+		else if (flush_err)
+			td_err("stop: the final flush failed: %s", strerror(-flush_err));
+	}
+	if (flush_err)
+		flushed = "flush failed";
+	if (failed || flush_failed) {
+		struct td_drive_status ds;
+
+		td_drive_get_status(d->drive, &ds);
+		leave_engine = ds.executing > 0;
+		if (leave_engine)
+			td_warnx("stop: %u backend call(s) still running; not waiting for them",
+				 ds.executing);
+	}
+
+	pthread_mutex_lock(&d->stop_lock);
+	d->phase = STOP_CLOSING;
+	pthread_mutex_unlock(&d->stop_lock);
+
+	if (td_frontend_open_count(d->fe))
+		td_warnx("fuse: the disk is still open %u time(s) (a loop device?); unmounting "
+			 "lazily",
+			 td_frontend_open_count(d->fe));
+	td_frontend_unmount(d->fe);
+
+	/* The signal thread ends at its next wake-up. */
+	pthread_mutex_lock(&d->stop_lock);
+	d->phase = STOP_DONE;
+	pthread_mutex_unlock(&d->stop_lock);
+	pthread_kill(d->sig_thread, SIGUSR2);
+	pthread_join(d->sig_thread, NULL);
+
+	lost = teardown(d, false, leave_engine);
+
+	char failed_text[64] = "";
+	char lost_text[96] = "";
+	bool data_lost = failed || flush_err || lost;
+
+	if (failed > 0)
+		snprintf(failed_text, sizeof(failed_text), " by failing %d request%s", failed,
+			 failed == 1 ? "" : "s");
+	else if (failed < 0)
+		snprintf(failed_text, sizeof(failed_text), " by giving up");
+	if (lost)
+		snprintf(lost_text, sizeof(lost_text), ", the volatile write cache lost %llu bytes",
+			 (unsigned long long)lost);
+	if (data_lost) {
+		td_notice("stopped: queue drained%s, %s, unmounted%s; exit status %d: data may be "
+			  "lost",
+			  failed_text, flushed, lost_text, EXIT_DATA_LOST);
+		return EXIT_DATA_LOST;
+	}
+	td_notice("stopped: queue drained, %s, unmounted", flushed);
+	return run_ret < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	struct daemon d = { .img = { .fd = -1 } };
+	struct daemon d = { .img = { .fd = -1 }, .pidfile = { .fd = -1 } };
 	char err[1024];
 	sigset_t set;
 	int ret;
 
 	td_log_init("tagdiskd", TD_LOG_INFO);
 	pthread_mutex_init(&d.cfg_lock, NULL);
-	ret = td_cmdline_parse(&d.cl, argc, argv, err, sizeof(err));
-	if (ret == 1)
+	pthread_mutex_init(&d.stop_lock, NULL);
+	/* Relative paths are resolved against it, now and on every reload, wherever we are then. */
+	d.start_dir = getcwd(NULL, 0);
+	if (!d.start_dir) {
+		fprintf(stderr, "tagdiskd: the current directory: %s\n", strerror(errno));
+		return 1;
+	}
+	ret = take_pid_file_option(&argc, argv, d.start_dir, &d.pid_file, err, sizeof(err));
+	if (!ret)
+		ret = td_cmdline_parse(&d.cl, argc, argv, err, sizeof(err));
+	if (ret == 1) {
+		teardown(&d, false, false);
 		return 0;
+	}
 	if (ret < 0) {
 		/* One line, like every other configuration error. */
 		fprintf(stderr, "tagdiskd: %s (try 'tagdiskd --help')\n", err);
+		teardown(&d, false, false);
 		return EXIT_USAGE;
 	}
 	td_config_init(&d.cfg);
 	if (td_config_build(&d.cfg, &d.cl, err, sizeof(err)) ||
-	    td_config_validate(&d.cfg, err, sizeof(err))) {
+	    td_config_validate(&d.cfg, err, sizeof(err)) ||
+	    (d.pid_file && td_pidfile_check(d.pid_file, err, sizeof(err)))) {
 		fprintf(stderr, "tagdiskd: %s\n", err);
-		td_config_free(&d.cfg);
-		td_cmdline_free(&d.cl);
+		teardown(&d, false, false);
 		return EXIT_USAGE;
 	}
 	if (d.cfg.verbose)
 		td_log_set_level(TD_LOG_DEBUG);
+
+	/* Everything checked that can be: from here a failure means "could not serve". */
+	if (!d.cfg.foreground && td_daemonize(err, sizeof(err))) {
+		td_err("%s", err);
+		return fail_start(&d, 1);
+	}
 
 	/* Every thread inherits this mask; the signal thread takes them with sigwait(). */
 	sigemptyset(&set);
@@ -354,6 +628,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -361,8 +636,7 @@ int main(int argc, char **argv)
 			    sizeof(err));
 	if (ret) {
 		td_err("%s", err);
-		teardown(&d, true);
-		return ret == -EBUSY ? EXIT_USAGE : 1;
+		return fail_start(&d, ret == -EBUSY ? EXIT_USAGE : 1);
 	}
 	if (d.img.created)
 		td_notice("image \"%s\": created, %llu bytes, sparse", d.cfg.image,
@@ -370,8 +644,7 @@ int main(int argc, char **argv)
 	if (!d.img.size || d.img.size % d.cfg.logical_block_size) {
 		td_err("image \"%s\": size %llu is not a multiple of the logical block size %u",
 		       d.cfg.image, (unsigned long long)d.img.size, d.cfg.logical_block_size);
-		teardown(&d, true);
-		return EXIT_USAGE;
+		return fail_start(&d, EXIT_USAGE);
 	}
 
 	protect_memory();
@@ -393,19 +666,29 @@ int main(int argc, char **argv)
 					       err, sizeof(err))) ||
 	    build_frontend(&d, err, sizeof(err))) {
 		td_err("%s", err);
-		teardown(&d, true);
 		/* Something else is at the socket path: a conflict, like a locked image. */
-		return ret == -EEXIST || ret == -EADDRINUSE ? EXIT_USAGE : 1;
+		return fail_start(&d, ret == -EEXIST || ret == -EADDRINUSE ? EXIT_USAGE : 1);
 	}
 	td_admin_set_frontend(d.admin, d.fe, d.cfg.mountpoint, d.cfg.name);
+	td_reload_init(&d.reload, &d.cl, d.start_dir, &d.cfg, &d.cfg_lock, d.q);
 
 	ret = pthread_create(&d.sig_thread, NULL, signal_main, &d);
 	if (ret) {
 		td_err("cannot start the signal thread: %s", strerror(ret));
-		teardown(&d, true);
-		return 1;
+		return fail_start(&d, 1);
 	}
-	d.sig_thread_started = true;
+	if (d.pid_file && td_pidfile_write(&d.pidfile, d.pid_file, err, sizeof(err))) {
+		td_err("%s", err);
+		td_frontend_stop(d.fe);
+		pthread_mutex_lock(&d.stop_lock);
+		d.phase = STOP_DONE;
+		pthread_mutex_unlock(&d.stop_lock);
+		pthread_kill(d.sig_thread, SIGUSR2);
+		pthread_join(d.sig_thread, NULL);
+		return fail_start(&d, 1);
+	}
+	/* Serving: a parent waiting for us exits 0 now; from here we log to syslog. */
+	td_daemonize_ready();
 
 	char size_text[32];
 
@@ -424,27 +707,13 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&d.cfg_lock);
 
 	ret = td_frontend_run(d.fe);
-	if (ret == 1)
-		td_notice("fuse: %s was unmounted, stopping", d.cfg.mountpoint);
-	else if (ret < 0)
+	/* Unmounted from outside (or the loop failed): the stop starts now. */
+	if (ret < 0)
 		td_err("fuse: the session loop failed: %s", strerror(-ret));
+	if (begin_stop(&d) && ret == 1)
+		td_notice("fuse: %s was unmounted, stopping", d.cfg.mountpoint);
 	td_notify("STOPPING=1\nSTATUS=draining the queue");
-
-	/* The signal thread may still be waiting: wake it so it can end. */
-	pthread_kill(d.sig_thread, SIGTERM);
-	pthread_join(d.sig_thread, NULL);
-
-	td_queue_drain(d.q);
-	int flush_err = d.cfg.read_only ? 0 : flush_disk(d.q);
-
-	if (flush_err)
-		td_err("final flush failed: %s", strerror(-flush_err));
-	if (td_frontend_open_count(d.fe))
-		td_warnx("fuse: the disk is still open %u time(s) (a loop device?); unmounting "
-			 "lazily",
-			 td_frontend_open_count(d.fe));
-	td_frontend_unmount(d.fe);
-	td_notice("stopped: queue drained%s, unmounted", flush_err ? "" : ", flushed");
-	teardown(&d, false);
-	return ret < 0 || flush_err ? 1 : 0;
+	ret = stop(&d, ret);
+	td_daemonize_end();
+	return ret;
 }
