@@ -232,7 +232,7 @@ PY
 	printf '[queue]\nelevator = deadline\n[tags]\ndepth = abc\n' >"$ini"
 	kill -HUP "$TD_PID"
 	td_wait_until 60 grep -q 'keeping the current settings' "$TD_LOG"
-	grep -q 'reload: \[tags\] depth = "abc": .*; keeping the current settings' "$TD_LOG"
+	grep -q 'reload: .*\[tags\] depth = "abc": .*; keeping the current settings' "$TD_LOG"
 	[ "$(td_status elevator)" = noop ]
 	[ "$(td_status depth)" -eq 16 ]
 	# An unknown elevator is refused the same way.
