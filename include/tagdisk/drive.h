@@ -25,19 +25,28 @@
  * (writethrough makes every write FUA); volatile puts a td_wcache
  * (tagdisk/wcache.h) between the commands and the backend.
  *
+ * The latency models are ops tables (src/engine/drive_int.h), one file each
+ * (model_hdd.c, model_ssd.c). A command waiting out a modelled or injected
+ * delay never takes the wake-up meant for an idle worker: with N threads, N
+ * delayed commands are delayed at once.
+ *
  * Faults (tagdisk/inject.h) are applied when a command starts: an injected
  * error completes it with -EIO without touching the backend, a hang makes the
  * drive hold it forever (until a reset), latency delays it.
  *
  * Reset support: td_drive_quiesce() drops every command not yet started
  * (held, hung or delayed ones included) and waits until the commands being
- * executed have returned and been handed to the completion function. The
- * queue discards those late completions by generation.
+ * executed have returned from the backend. Their results are dropped: the
+ * completion function never sees a command a quiesce took back.
+ * td_drive_abandon() does the same without waiting for backend calls: a call
+ * still running is left to finish on its own, and its result is dropped
+ * without the drive touching the request again (for a bounded drain).
  *
  * LOCKING: the drive lock is taken after the queue lock (tagdisk/queue.h).
  * td_drive_submit_locked() is called with the submitting queue's lock held;
  * the completion function is called with no drive lock held, and may take the
- * queue lock.
+ * queue lock. td_drive_quiesce() and td_drive_abandon() wait for completion
+ * functions to return, so call them with no queue lock held.
  */
 #ifndef TAGDISK_DRIVE_H
 #define TAGDISK_DRIVE_H
@@ -136,8 +145,11 @@ typedef void (*td_drive_complete_fn)(void *ctx, struct td_list *done);
 
 /* Return: a started drive, or NULL with a negative errno in *@err. */
 struct td_drive *td_drive_create(const struct td_drive_params *p, int *err) td_nonnull(1, 2);
-/* Stop the threads and free the drive and its backend. No command may be outstanding. */
-void td_drive_destroy(struct td_drive *d) td_nonnull(1);
+/*
+ * Stop the threads and free the drive and its backend. No command may be outstanding.
+ * Return: the bytes a volatile cache still held and lost (td_wcache_destroy()), else 0.
+ */
+uint64_t td_drive_destroy(struct td_drive *d) td_nonnull(1);
 
 /* Attach the queue's completion function; once, before the first submit. */
 void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx) td_nonnull(1, 2);
@@ -165,9 +177,23 @@ unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *rqs) td_non
 
 /*
  * Drop every command not yet started and wait until the ones being executed
- * have been completed. Call with no lock held. Return: the number dropped.
+ * have returned from the backend (their results are dropped) and every
+ * completion call has returned. The dropped commands are the caller's again.
+ * Call with no lock held. Return: the number dropped (pending or hung).
  */
 unsigned int td_drive_quiesce(struct td_drive *d) td_nonnull(1);
+
+/*
+ * Like td_drive_quiesce(), but a command whose backend call is running is not
+ * waited for: the call goes on, and when it returns its result is dropped and
+ * the drive does not touch the request again. Waits only for executors that
+ * are not in a backend call (delayed commands give up at once; completion
+ * calls in progress return). Afterwards every command the drive had is the
+ * caller's again, though a backend call may still be reading or writing the
+ * data buffers of one; td_drive_destroy() waits for such calls.
+ * Call with no lock held. Return: the commands dropped or abandoned.
+ */
+unsigned int td_drive_abandon(struct td_drive *d) td_nonnull(1);
 
 /*
  * Execute the @cdb_len command bytes at @cdb synchronously in the calling
@@ -186,6 +212,7 @@ struct td_drive_status {
 	unsigned int workers;
 	unsigned int queued;	  /* commands waiting at the drive (held ones included) */
 	unsigned int executing;	  /* commands being executed */
+	unsigned int delayed;	  /* of those, the ones waiting out a modelled or injected delay */
 	unsigned int hung;	  /* commands held by an injected hang */
 	uint64_t commands;	  /* executed since start */
 	uint64_t seeks;		  /* hdd: head movements */
@@ -209,6 +236,11 @@ int td_drive_powerfail(struct td_drive *d, unsigned int keep_pct, uint64_t seed,
 
 /* Copy the volatile cache's counters into @st. Return: false without a volatile cache. */
 bool td_drive_cache_stats(struct td_drive *d, struct td_wcache_stats *st) td_nonnull(1, 2);
+
+struct td_wcache;
+
+/* Return: the volatile write cache (tagdisk/wcache.h), NULL without one. */
+struct td_wcache *td_drive_wcache(struct td_drive *d) td_nonnull(1);
 
 /* Return: static names ("none", "hdd", "ssd"; "writeback", "writethrough", "volatile"). */
 const char *td_drive_model_name(enum td_drive_model m);

@@ -31,8 +31,22 @@
  *  - A reset (td_queue_reset) stops dispatching, lets the drive return every
  *    command it is executing (their results are discarded), invalidates every
  *    tag and puts each in-flight request back at the head of the dispatch
- *    list in its dispatch order, bumping its retry count; a request requeued
- *    more than max_retries times fails with -EIO. Then dispatching resumes.
+ *    list in its dispatch order. Then dispatching resumes, in td-kblockd.
+ *  - Retries: only a command's own timeout uses one of its max_retries. A
+ *    reset after a command timeout charges a retry to each command older than
+ *    command_timeout_ms (the oldest at least); one that has used more than
+ *    max_retries fails with -EIO instead of being requeued. The other
+ *    commands, and every command of a reset asked for with td_queue_reset(q,
+ *    false), are requeued without charge.
+ *
+ * Threads. In rq mode the queue has two of its own: td-timer (command
+ * timeouts) and td-kblockd, which runs the queue for callers that must not
+ * execute I/O. With an inline drive (tagdisk/drive.h) whoever runs the queue
+ * executes the commands it dispatches, so only submitters (td_queue_submit*,
+ * td_queue_run) and the drive's completion path run it in their own thread;
+ * resets, timeouts, elevator and depth changes hand the run to td-kblockd
+ * (td_queue_kick), and the admin socket and the timer never block on a slow
+ * command.
  *
  * LOCK ORDER (the whole program's; other headers refer here):
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
@@ -43,9 +57,9 @@
  * FUSE, blocks on I/O or writes a socket with the queue lock held: bio
  * completions run with no tagdisk lock held.
  *
- * Lifetime: the creator owns the queue and destroys it after td_queue_drain().
- * The queue holds a reference on its tag map and borrows the drive, which
- * must outlive it.
+ * Lifetime: the creator owns the queue and destroys it after td_queue_drain()
+ * or td_queue_drain_timeout(). The queue holds a reference on its tag map and
+ * borrows the drive, which must outlive it.
  */
 #ifndef TAGDISK_QUEUE_H
 #define TAGDISK_QUEUE_H
@@ -95,13 +109,17 @@ struct td_queue;
 typedef int (*td_make_request_fn)(struct td_queue *q, struct td_bio *bio, void *data);
 
 /*
- * Create a queue. Starts the timeout thread when rq mode has a timeout.
+ * Create a queue. In rq mode starts its threads, td-timer and td-kblockd.
  * Return: the queue, or NULL with a negative errno in *@err (-EINVAL for bad
- * parameters, -ENOMEM).
+ * parameters, -ENOMEM, or pthread_create()'s error).
  */
 struct td_queue *td_queue_create(const struct td_queue_params *p, int *err) td_nonnull(1, 2);
 
-/* Destroy @q; it must be drained (no bio outstanding). */
+/*
+ * Stop @q's threads and destroy it; it must be drained (no bio outstanding).
+ * After td_queue_drain_timeout() abandoned commands with an inline drive,
+ * td-kblockd may still be in a backend call: this waits for it to return.
+ */
 void td_queue_destroy(struct td_queue *q) td_nonnull(1);
 
 /*
@@ -117,15 +135,56 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio) td_nonnull(1, 2);
  */
 void td_queue_submit_list(struct td_queue *q, struct td_bio *list) td_nonnull(1, 2);
 
-/* Dispatch whatever can be dispatched now. Call with no tagdisk lock held. */
+/*
+ * Dispatch whatever can be dispatched now. With an inline drive the commands
+ * dispatched are executed in the calling thread before it returns: for
+ * submitters only. Call with no tagdisk lock held.
+ */
 void td_queue_run(struct td_queue *q) td_nonnull(1);
+
+/*
+ * Have td-kblockd run @q soon, and return at once: for threads that must not
+ * execute I/O (admin commands, timers). Several kicks before the run make one
+ * run. No-op in bio mode. Takes the queue lock: call with no tagdisk lock held.
+ */
+void td_queue_kick(struct td_queue *q) td_nonnull(1);
 
 /* Wait until every submitted bio has completed. Other threads may keep submitting. */
 void td_queue_drain(struct td_queue *q) td_nonnull(1);
 
 /*
- * Reset the drive and requeue (see above). @timeout counts it as a command
- * timeout in the stats. May sleep while the drive returns running commands.
+ * Wait up to @timeout_ms (CLOCK_MONOTONIC) for every submitted bio to
+ * complete. When the bound passes first (rq mode), fail every request still
+ * queued or at the drive with -EIO: their tags are ended and their bios end
+ * with -EIO in this thread; the drive abandons the commands it holds
+ * (td_drive_abandon): a backend call in progress is left to return on its
+ * own and its result is dropped, as a reset drops late results. One line is
+ * logged with the number failed. The queue is then dead for good: nothing is
+ * dispatched, and every bio submitted later (a final flush, say) fails at
+ * once with -EIO, so nothing can wait behind an abandoned command. In bio
+ * mode the bios in progress belong to their submitters' threads and cannot be
+ * failed: the queue only turns dead.
+ *
+ * A backend call still running keeps its executor: td_drive_destroy() (and
+ * td_queue_destroy() when the drive is inline and td-kblockd ran the call)
+ * wait for it, so a daemon that must exit anyway may skip them.
+ *
+ * LOCKING: call with no tagdisk lock held, from the queue's owner (not from a
+ * completion: it waits for completion calls in progress to return). Takes the
+ * queue lock and then the drive lock, never both at once; it does not take
+ * the reset lock, so it also ends a drain while a reset waits for a hung
+ * backend call (that reset then finds nothing to requeue).
+ * Return: 0 when everything completed in time; else the number of requests
+ * failed; -ETIMEDOUT in bio mode when the bound passed.
+ */
+int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms) td_nonnull(1);
+
+/*
+ * Reset the drive and requeue (see above); td-kblockd dispatches the requeued
+ * requests, this thread executes none of them. @timeout treats it as a
+ * command timeout: it counts in the stats and charges a retry to the timed
+ * out commands (with command_timeout_ms 0, to the oldest). May sleep while
+ * the drive returns commands running in the backend.
  * Return: the number of requests requeued (not counting those failed for
  * exceeding max_retries).
  */
@@ -134,19 +193,25 @@ unsigned int td_queue_reset(struct td_queue *q, bool timeout) td_nonnull(1);
 /*
  * Return every tag of @q to the map and put the requests back at the head of
  * the dispatch list in dispatch order, as td_queue_reset() does after
- * quiescing the drive. Call with the queue lock held and the drive quiesced.
- * Return: the number requeued; requests over max_retries are moved to @failed.
+ * quiescing the drive. It charges no retry (a timeout charges before calling
+ * it). Call with the queue lock held and the drive quiesced.
+ * Return: the number requeued; requests that have used more than max_retries
+ * retries are moved to @failed (-EIO in ->error) instead.
  */
 unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list *failed)
 	td_nonnull(1, 2);
 
 /*
  * Switch the elevator: drain the old one to the dispatch list, then install
- * @name. Return: 0, -EINVAL for an unknown name (nothing changes), -ENOMEM.
+ * @name; td-kblockd runs the queue afterwards. Call with no tagdisk lock held.
+ * Return: 0, -EINVAL for an unknown name (nothing changes), -ENOMEM.
  */
 int td_queue_set_elevator(struct td_queue *q, const char *name) td_nonnull(1, 2);
 
-/* Resize the tag map to @depth. Return: 0 or -EINVAL (1..TD_TAG_DEPTH_MAX). */
+/*
+ * Resize the tag map to @depth; td-kblockd then runs every user of the map.
+ * Call with no tagdisk lock held. Return: 0 or -EINVAL (1..TD_TAG_DEPTH_MAX).
+ */
 int td_queue_set_depth(struct td_queue *q, unsigned int depth) td_nonnull(1);
 
 /* Replace the elevator tunables (read at every decision). */

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * queue.c - the request queue: insert, dispatch, barriers, completion, reset.
+ * queue.c - the request queue's data path: submission and insert, dispatch,
+ * barriers, completion, drain, and the kick thread. Resets and timeouts are
+ * in timeout.c, creation and settings in queue_setup.c (queue_int.h).
  *
  * Where a request is (all guarded by q->lock):
  *
@@ -23,16 +25,21 @@
  * batch per run), DEFER leaves it at the head and stops (a tag ending runs the
  * queue again), KILL fails it.
  *
- * Completion (queue_complete, called by the drive) ends the tag, then ends
+ * Completion (td_queue_complete, called by the drive) ends the tag, then ends
  * the request: stats, trace, back to the pool, and finally the bios' end_io
  * with no lock held. Completions whose generation is older than the queue's
  * belong to commands a reset has already taken back, and are ignored.
  *
- * Drain: q->outstanding counts bios between submission and end_io.
+ * Bio mode and stacking make_request functions (windows) are in queue_bio.c.
  *
- * The timer thread (rq mode) runs a deferred queue again after a short delay
- * when nothing in flight would do it, and resets the drive when the oldest
- * command is older than command_timeout_ms.
+ * Who runs the queue, and so, with an inline drive, executes the commands it
+ * dispatches: submitters, and the drive's completion path. Nobody else.
+ * Resets, the timer, elevator and depth changes call td_queue_kick_locked(),
+ * which hands the run to the queue's own thread, td-kblockd (Linux's kblockd
+ * does the same job), so a slow command holds up the submitter it came from
+ * or td-kblockd, never the admin socket or the timeouts.
+ *
+ * Drain: q->outstanding counts bios between submission and end_io.
  */
 #include <assert.h>
 #include <errno.h>
@@ -41,135 +48,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/log.h"
+#include "queue_int.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
-#include "tagdisk/rangelock.h"
 #include "tagdisk/stats.h"
 #include "tagdisk/tag.h"
 #include "tagdisk/trace.h"
-
-/* How soon a queue whose prep deferred, with nothing in flight, is run again. */
-#define TD_DEFER_RETRY_NS (1 * TD_NSEC_PER_MSEC)
-/* How often the timer looks at the oldest command when no timeout is shorter. */
-#define TD_TIMER_PERIOD_NS (100 * TD_NSEC_PER_MSEC)
-
-struct td_queue {
-	/* Fixed at creation; read without the lock, so kept off the lock's cache line. */
-	enum td_queue_mode mode;
-	uint64_t capacity;	 /* sectors, whole disk */
-	uint32_t lbs;		 /* logical block size, bytes */
-	uint32_t max_sectors;
-	uint32_t nr_requests;
-	struct td_drive *drive;
-	struct td_tag_map *tags;
-	struct td_stats *stats;
-	struct td_trace *trace;
-	struct td_rangelock *rangelock;
-	struct td_clock clock;
-	td_prep_fn prep;
-	td_make_request_fn make_request;
-	void *make_request_data;
-	uint64_t window_start; /* sectors; window_nr 0: no window */
-	uint64_t window_nr;
-
-	_Alignas(64) struct td_mutex lock;
-	struct td_mutex reset_lock; /* serialises resets; taken before lock */
-
-	/* Guarded by lock. */
-	struct td_elv_tunables tunables;
-	struct td_elv_queue eq; /* what the elevator sees: points at tunables and clock */
-	struct td_elevator *elv;
-	struct td_rq_pool pool;
-	struct td_list dispatch;
-	struct td_list in_flight;
-	struct td_rb_root write_tree;
-	uint32_t nr_dispatch;
-	uint32_t nr_in_flight;
-	uint64_t seq;
-	unsigned int gen;     /* bumped by every reset */
-	unsigned int stopped; /* dispatch is stopped while non-zero (reset in progress) */
-	bool barrier_inflight;
-	bool defer_retry; /* prep deferred with nothing in flight: the timer reruns us */
-	uint32_t command_timeout_ms;
-	uint32_t max_retries;
-	_Atomic unsigned int drain_waiters; /* changed under lock, read without it */
-	struct td_cond drain_cond;
-
-	/* Timer thread; guarded by lock. */
-	pthread_t timer;
-	bool timer_started;
-	bool timer_stop;
-	struct td_cond timer_cond;
-
-	/* Bios submitted and not yet ended: changed by every submission and end. */
-	_Alignas(64) _Atomic uint64_t outstanding;
-};
 
 /* The queue this thread is currently running with an inline drive, to flatten recursion. */
 static _Thread_local struct td_queue *inline_runner;
 static _Thread_local bool inline_rerun;
 
-void td_queue_params_default(struct td_queue_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->mode = TD_MODE_RQ;
-	p->logical_block_size = 512;
-	p->max_sectors = 2048;
-	p->nr_requests = 128;
-	p->elevator = "deadline";
-	p->tunables = (struct td_elv_tunables){
-		.read_expire_ms = 500,
-		.write_expire_ms = 5000,
-		.fifo_batch = 16,
-		.writes_starved = 2,
-	};
-	p->depth = 32;
-	p->command_timeout_ms = 30000;
-	p->max_retries = 5;
-}
-
-static uint64_t now_ns(const struct td_queue *q)
-{
-	return td_clock_now(&q->clock);
-}
-
-static void trace_rq(struct td_queue *q, enum td_trace_action action, const struct td_request *rq,
-		     int error, uint64_t now)
-{
-	td_trace_emit(q->trace, action, rq->op, rq->flags & TD_RQ_FUA, rq->sector, rq->nr_sectors,
-		      rq->pid, rq->tag, error, now);
-}
-
-static void trace_bio(struct td_queue *q, enum td_trace_action action, const struct td_bio *bio,
-		      int tag, int error, uint64_t now)
-{
-	td_trace_emit(q->trace, action, bio->op, bio->flags & TD_BIO_FUA, bio->sector,
-		      bio->nr_sectors, bio->pid, tag, error, now);
-}
-
 /* ---- ending bios ---------------------------------------------------------------------- */
 
-/*
- * Bios to end once no lock is held, each with its ->error set, and the
- * number of requests they came from (for the stats' in-flight count).
- */
-struct bio_list {
-	struct td_bio *head;
-	struct td_bio *tail;
-	unsigned int nr_rqs;
-	uint64_t now;
-	/* Per-request accounting, done after the lock is dropped (a batch at a time). */
-	unsigned int nr_acct;
-	struct {
-		uint64_t latency_ns;
-		uint32_t nr_sectors;
-		int16_t error;
-		uint8_t op;
-	} acct[32];
-};
-
-static void account_bio_list(struct td_queue *q, struct bio_list *bl)
+static void account_bio_list(struct td_queue *q, struct td_bio_list *bl)
 {
 	for (unsigned int i = 0; i < bl->nr_acct; i++)
 		td_stats_io_account(q->stats, (enum td_op)bl->acct[i].op, bl->acct[i].nr_sectors,
@@ -177,7 +70,7 @@ static void account_bio_list(struct td_queue *q, struct bio_list *bl)
 	bl->nr_acct = 0;
 }
 
-static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int error)
+static void bio_list_add_chain(struct td_bio_list *bl, struct td_bio *chain, int error)
 {
 	struct td_bio *last = NULL;
 
@@ -202,7 +95,7 @@ static void bio_list_add_chain(struct bio_list *bl, struct td_bio *chain, int er
  * looks again every few milliseconds. With drainers, the last bio takes the
  * lock to wake them, and the drainer cannot return before it lets go.
  */
-static void bio_done(struct td_queue *q)
+void td_queue_bio_done(struct td_queue *q)
 {
 	uint64_t n = atomic_load(&q->outstanding);
 
@@ -216,14 +109,14 @@ static void bio_done(struct td_queue *q)
 	td_mutex_unlock(&q->lock);
 }
 
-static void end_bio(struct td_queue *q, struct td_bio *bio, int error)
+void td_queue_end_bio(struct td_queue *q, struct td_bio *bio, int error)
 {
 	bio->error = error;
 	bio->end_io(bio, error);
-	bio_done(q);
+	td_queue_bio_done(q);
 }
 
-static void end_bio_list(struct td_queue *q, struct bio_list *bl)
+void td_queue_end_bios(struct td_queue *q, struct td_bio_list *bl)
 {
 	struct td_bio *bio = bl->head;
 
@@ -237,7 +130,7 @@ static void end_bio_list(struct td_queue *q, struct bio_list *bl)
 		struct td_bio *next = bio->next;
 
 		bio->next = NULL;
-		end_bio(q, bio, bio->error);
+		td_queue_end_bio(q, bio, bio->error);
 		bio = next;
 	}
 	bl->head = bl->tail = NULL;
@@ -286,15 +179,11 @@ static void write_tree_add_locked(struct td_queue *q, struct td_request *rq)
 
 /* ---- request lifecycle ---------------------------------------------------------------- */
 
-/*
- * Take @rq (INFLIGHT) off the drive's books: end its tag first (so the tag is
- * free before anyone hears of the completion), unlink it from the in-flight
- * list, the write tree and the barrier. Return: true when tag users must be kicked.
- */
-static bool detach_inflight_locked(struct td_queue *q, struct td_request *rq)
+bool td_queue_detach_inflight_locked(struct td_queue *q, struct td_request *rq)
 {
 	bool kick;
 
+	assert(td_lock_held(&q->lock));
 	assert(rq->state == TD_RQ_INFLIGHT && rq->tag >= 0);
 	kick = td_tag_end(q->tags, rq->tag);
 	rq->tag = TD_TAG_NONE;
@@ -310,13 +199,10 @@ static bool detach_inflight_locked(struct td_queue *q, struct td_request *rq)
 	return kick;
 }
 
-/*
- * Account @rq as finished with @error, queue its bios on @ends and free it.
- * @tag is the tag it completed under (already ended), for the C event.
- */
-static void end_request_locked(struct td_queue *q, struct td_request *rq, int tag, int error,
-			       struct bio_list *ends, uint64_t now)
+void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int tag, int error,
+				 struct td_bio_list *ends, uint64_t now)
 {
+	assert(td_lock_held(&q->lock));
 	td_trace_emit(q->trace, TD_TA_COMPLETE, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
 		      rq->nr_sectors, rq->pid, tag, error, now);
 	/* Counters are lock-free: keep them out of the critical section while there is room. */
@@ -333,15 +219,15 @@ static void end_request_locked(struct td_queue *q, struct td_request *rq, int ta
 	td_rq_pool_put_locked(&q->pool, rq);
 }
 
-static void queue_complete(void *ctx, struct td_list *done)
+void td_queue_complete(void *ctx, struct td_list *done)
 {
 	struct td_queue *q = ctx;
-	struct bio_list ends = { 0 };
+	struct td_bio_list ends = { 0 };
 	struct td_list *pos, *n;
 	bool kick = false;
 
 	td_mutex_lock(&q->lock);
-	uint64_t now = now_ns(q);
+	uint64_t now = td_queue_now(q);
 
 	td_list_for_each_safe(pos, n, done) {
 		struct td_request *rq = td_list_entry(pos, struct td_request, drive_list);
@@ -352,8 +238,8 @@ static void queue_complete(void *ctx, struct td_list *done)
 			continue;
 		int tag = rq->tag;
 
-		kick |= detach_inflight_locked(q, rq);
-		end_request_locked(q, rq, tag, rq->error, &ends, now);
+		kick |= td_queue_detach_inflight_locked(q, rq);
+		td_queue_end_request_locked(q, rq, tag, rq->error, &ends, now);
 	}
 	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
 
@@ -364,10 +250,22 @@ static void queue_complete(void *ctx, struct td_list *done)
 	if (more)
 		td_queue_run(q);
 	/* Last: once the final bio has ended, a drainer may destroy the queue. */
-	end_bio_list(q, &ends);
+	td_queue_end_bios(q, &ends);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
+
+void td_queue_drain_elevator_locked(struct td_queue *q)
+{
+	struct td_request *rq;
+
+	assert(td_lock_held(&q->lock));
+	while ((rq = td_elv_dispatch(q->elv, true))) {
+		rq->state = TD_RQ_DISPATCH;
+		td_list_add_tail(&rq->queuelist, &q->dispatch);
+		q->nr_dispatch++;
+	}
+}
 
 static struct td_request *dispatch_head_locked(struct td_queue *q)
 {
@@ -387,13 +285,13 @@ static struct td_request *dispatch_head_locked(struct td_queue *q)
  * Move what can go from the dispatch list to the drive. Killed requests are
  * ended onto @ends. Return: the number of requests sent to the drive.
  */
-static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
+static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends,
 				    struct td_list *batch, uint64_t now)
 {
 	unsigned int sent = 0;
 
 	assert(td_lock_held(&q->lock));
-	if (q->stopped)
+	if (q->stopped || atomic_load_explicit(&q->dead, memory_order_relaxed))
 		return 0;
 	while (!q->barrier_inflight) {
 		struct td_request *rq = dispatch_head_locked(q);
@@ -409,7 +307,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
 		enum td_prep_result res = q->prep(q, rq);
 
 		if (!now)
-			now = now_ns(q);
+			now = td_queue_now(q);
 		if (res == TD_PREP_DEFER) {
 			assert(rq->tag == TD_TAG_NONE);
 			td_stats_add(q->stats, TD_STAT_DEFERRED, 1);
@@ -424,7 +322,8 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
 		if (res == TD_PREP_KILL) {
 			assert(rq->tag == TD_TAG_NONE);
 			td_stats_add(q->stats, TD_STAT_KILLED, 1);
-			end_request_locked(q, rq, TD_TAG_NONE, rq->error ? rq->error : -EIO, ends, now);
+			td_queue_end_request_locked(q, rq, TD_TAG_NONE, rq->error ? rq->error : -EIO,
+						    ends, now);
 			continue;
 		}
 		assert(res == TD_PREP_OK && rq->tag >= 0 && rq->cmd_len);
@@ -438,7 +337,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
 			write_tree_add_locked(q, rq);
 		if (rq->op == TD_OP_FLUSH)
 			q->barrier_inflight = true;
-		trace_rq(q, TD_TA_DISPATCH, rq, 0, now);
+		td_queue_trace_rq(q, TD_TA_DISPATCH, rq, 0, now);
 		td_list_add_tail(&rq->drive_list, batch);
 		sent++;
 	}
@@ -448,24 +347,26 @@ static unsigned int dispatch_locked(struct td_queue *q, struct bio_list *ends,
 }
 
 /*
- * Dispatch, with q->lock held on entry and released on return. With an
- * inline drive, execute what was dispatched in this thread and go round
- * again while that freed tags for more.
+ * Dispatch, with q->lock held on entry and released on return; then end the
+ * bios on @ends (may be NULL) and those prep killed. With an inline drive,
+ * execute what was dispatched in this thread and go round again while that
+ * freed tags for more.
  */
-static void run_and_unlock(struct td_queue *q, uint64_t now)
+static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list *ends_in)
 {
-	struct bio_list ends = { 0 };
+	struct td_bio_list local = { 0 };
+	struct td_bio_list *ends = ends_in ? ends_in : &local;
 	bool is_inline = td_drive_is_inline(q->drive);
 
 	assert(td_lock_held(&q->lock));
 	for (;;) {
 		struct td_list batch = TD_LIST_INIT(batch);
 
-		dispatch_locked(q, &ends, &batch, now);
+		dispatch_locked(q, ends, &batch, now);
 		now = 0; /* later passes read the clock when they dispatch */
 
 		td_mutex_unlock(&q->lock);
-		end_bio_list(q, &ends);
+		td_queue_end_bios(q, ends);
 		if (!is_inline)
 			return;
 
@@ -494,7 +395,56 @@ void td_queue_run(struct td_queue *q)
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	run_and_unlock(q, 0);
+	run_and_unlock(q, 0, NULL);
+}
+
+/* ---- the kick thread ------------------------------------------------------------------ */
+
+void td_queue_kick_locked(struct td_queue *q, bool map)
+{
+	assert(td_lock_held(&q->lock));
+	if (!q->kblockd_started)
+		return; /* bio mode: nothing to run */
+	q->kick_map |= map;
+	if (!q->kick_pending) {
+		q->kick_pending = true;
+		td_cond_signal(&q->kblockd_cond);
+	}
+}
+
+void td_queue_kick(struct td_queue *q)
+{
+	td_mutex_lock(&q->lock);
+	td_queue_kick_locked(q, false);
+	td_mutex_unlock(&q->lock);
+}
+
+void *td_queue_kblockd_main(void *arg)
+{
+	struct td_queue *q = arg;
+
+	td_thread_name("td-kblockd");
+	td_mutex_lock(&q->lock);
+	for (;;) {
+		while (!q->kick_pending && !q->kblockd_stop)
+			td_cond_wait(&q->kblockd_cond, &q->lock);
+		if (q->kblockd_stop)
+			break;
+		bool map = q->kick_map;
+
+		q->kick_pending = false;
+		q->kick_map = false;
+		if (map) {
+			/* Every user of the map, us included, may have starved for a tag. */
+			td_mutex_unlock(&q->lock);
+			td_tag_map_kick(q->tags);
+			td_mutex_lock(&q->lock);
+		}
+		run_and_unlock(q, 0, NULL);
+		td_mutex_lock(&q->lock);
+	}
+	td_mutex_unlock(&q->lock);
+	return NULL;
 }
 
 /* ---- submission ----------------------------------------------------------------------- */
@@ -502,20 +452,13 @@ void td_queue_run(struct td_queue *q)
 /* Put a flush behind everything queued so far: the elevator drains to the dispatch list. */
 static void insert_flush_locked(struct td_queue *q, struct td_request *rq, uint64_t now)
 {
-	struct td_request *prev;
-
-	while ((prev = td_elv_dispatch(q->elv, true))) {
-		prev->state = TD_RQ_DISPATCH;
-		td_list_add_tail(&prev->queuelist, &q->dispatch);
-		q->nr_dispatch++;
-	}
+	td_queue_drain_elevator_locked(q);
 	rq->state = TD_RQ_DISPATCH;
 	td_list_add_tail(&rq->queuelist, &q->dispatch);
 	q->nr_dispatch++;
-	trace_rq(q, TD_TA_INSERT, rq, 0, now);
+	td_queue_trace_rq(q, TD_TA_INSERT, rq, 0, now);
 }
 
-/* Merge @bio into a queued request, or give it a request of its own. May wait for the pool. */
 static void account_started(struct td_queue *q, uint64_t now, int64_t delta)
 {
 	if (delta > 0)
@@ -525,15 +468,20 @@ static void account_started(struct td_queue *q, uint64_t now, int64_t delta)
 }
 
 /*
+ * Merge @bio into a queued request, or give it a request of its own. May wait
+ * for the pool. On a dead queue @bio goes to @ends with -EIO instead.
  * Return: the change in the number of requests: 1 when @bio took a new
- * request, 0 when it merged, -1 when the merge also joined two requests.
- * The caller applies it to the stats once per batch.
+ * request, 0 when it merged (or failed), -1 when the merge also joined two
+ * requests. The caller applies it to the stats once per batch.
  */
-static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now)
+static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now,
+			    struct td_bio_list *ends)
 {
 	struct td_request *rq;
 
-	trace_bio(q, TD_TA_QUEUE, bio, TD_TAG_NONE, 0, now);
+	if (td_unlikely(atomic_load_explicit(&q->dead, memory_order_relaxed)))
+		goto out_dead;
+	td_queue_trace_bio(q, TD_TA_QUEUE, bio, TD_TAG_NONE, 0, now);
 	if (bio->op != TD_OP_FLUSH) {
 		enum td_elv_merge type = td_elv_merge(q->elv, bio, &rq);
 
@@ -541,7 +489,7 @@ static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now
 			struct td_request *gone = td_elv_merge_bio(q->elv, rq, bio, type);
 
 			td_stats_merge(q->stats, bio->op, type == TD_ELV_FRONT_MERGE);
-			trace_bio(q, type == TD_ELV_FRONT_MERGE ? TD_TA_FRONTMERGE : TD_TA_BACKMERGE,
+			td_queue_trace_bio(q, type == TD_ELV_FRONT_MERGE ? TD_TA_FRONTMERGE : TD_TA_BACKMERGE,
 				  bio, TD_TAG_NONE, 0, now);
 			if (gone) {
 				td_rq_pool_put_locked(&q->pool, gone);
@@ -554,86 +502,47 @@ static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now
 	bool wait = !q->pool.nr_free;
 
 	rq = td_rq_pool_get_locked(&q->pool, &q->lock);
+	if (td_unlikely(atomic_load_explicit(&q->dead, memory_order_relaxed))) {
+		/* The queue died while we waited for a request. */
+		td_rq_pool_put_locked(&q->pool, rq);
+		goto out_dead;
+	}
 	if (wait)
-		now = now_ns(q); /* the pool made us wait */
+		now = td_queue_now(q); /* the pool made us wait */
 	td_rq_init_from_bio(rq, bio);
 	rq->seq = q->seq++;
 	rq->start_ns = now;
-	trace_rq(q, TD_TA_GETRQ, rq, 0, now);
+	td_queue_trace_rq(q, TD_TA_GETRQ, rq, 0, now);
 	if (rq->op == TD_OP_FLUSH) {
 		insert_flush_locked(q, rq, now);
 		return 1;
 	}
 	td_elv_add(q->elv, rq);
-	trace_rq(q, TD_TA_INSERT, rq, 0, now);
+	td_queue_trace_rq(q, TD_TA_INSERT, rq, 0, now);
 	return 1;
-}
 
-/* Bio mode: build the command and execute it in this thread. */
-static void bio_make_request(struct td_queue *q, struct td_bio *bio)
-{
-	uint32_t per_block = q->lbs >> TD_SECTOR_SHIFT;
-	struct td_cdb_cmd cmd = {
-		.op = bio->op,
-		.fua = bio->op == TD_OP_WRITE && (bio->flags & TD_BIO_FUA),
-	};
-	uint8_t cdb[TD_CMD_MAX];
-	uint64_t start = now_ns(q);
-	int err = -EIO;
-
-	trace_bio(q, TD_TA_QUEUE, bio, TD_TAG_NONE, 0, start);
-	td_stats_io_start(q->stats, start);
-	if (bio->op != TD_OP_FLUSH) {
-		if (bio->sector % per_block || bio->nr_sectors % per_block || !bio->nr_sectors ||
-		    bio->sector + bio->nr_sectors > q->capacity) {
-			td_stats_add(q->stats, TD_STAT_KILLED, 1);
-			goto out;
-		}
-		cmd.lba = bio->sector / per_block;
-		cmd.nr_blocks = bio->nr_sectors / per_block;
-	}
-	int len = td_cdb_encode(cdb, &cmd);
-
-	if (len < 0)
-		goto out;
-	trace_bio(q, TD_TA_DISPATCH, bio, TD_TAG_NONE, 0, start);
+out_dead:
 	bio->next = NULL;
-	err = td_drive_execute_sync(q->drive, cdb, (unsigned int)len, bio);
-out:;
-	uint64_t end = now_ns(q);
-
-	td_stats_io_done(q->stats, bio->op, bio->nr_sectors, end - start, err, end);
-	trace_bio(q, TD_TA_COMPLETE, bio, TD_TAG_NONE, err, end);
-	end_bio(q, bio, err);
-}
-
-/* Return: true when @bio was handled (ended) by the stacking make_request function. */
-static bool stacked_make_request(struct td_queue *q, struct td_bio *bio)
-{
-	if (!q->make_request)
-		return false;
-	if (q->make_request(q, bio, q->make_request_data) == 0) {
-		/* The function ended the bio itself: balance the drain count. */
-		bio_done(q);
-		return true;
-	}
-	return false;
+	bio_list_add_chain(ends, bio, -EIO);
+	return 0;
 }
 
 void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 {
+	struct td_bio_list ends = { 0 };
+
 	assert(bio->end_io);
 	atomic_fetch_add(&q->outstanding, 1);
-	if (stacked_make_request(q, bio))
+	if (q->make_request && td_queue_stacked_make_request(q, bio))
 		return;
 	if (q->mode == TD_MODE_BIO) {
-		bio_make_request(q, bio);
+		td_queue_bio_make_request(q, bio);
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	uint64_t now = now_ns(q);
+	uint64_t now = td_queue_now(q);
 
-	int delta = queue_bio_locked(q, bio, now);
+	int delta = queue_bio_locked(q, bio, now, &ends);
 
 	if (delta > 0)
 		td_stats_io_start(q->stats, now);
@@ -642,13 +551,15 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 	if (inline_runner == q) {
 		inline_rerun = true;
 		td_mutex_unlock(&q->lock);
+		td_queue_end_bios(q, &ends);
 		return;
 	}
-	run_and_unlock(q, now); /* insert and dispatch under one hold of the lock */
+	run_and_unlock(q, now, &ends); /* insert and dispatch under one hold of the lock */
 }
 
 void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 {
+	struct td_bio_list ends = { 0 };
 	struct td_bio *bio = list; /* @list is never NULL; the walk ends at NULL */
 
 	if (q->mode == TD_MODE_BIO || q->make_request) {
@@ -662,7 +573,7 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 		return;
 	}
 	td_mutex_lock(&q->lock);
-	uint64_t now = now_ns(q);
+	uint64_t now = td_queue_now(q);
 	int64_t started = 0; /* requests gained, not yet counted in the stats */
 
 	do {
@@ -683,29 +594,66 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 			td_mutex_lock(&q->lock);
 		}
 		atomic_fetch_add(&q->outstanding, 1);
-		started += queue_bio_locked(q, bio, now);
+		started += queue_bio_locked(q, bio, now, &ends);
 		bio = next;
 	} while (bio);
 	account_started(q, now, started);
 	if (inline_runner == q) {
 		inline_rerun = true;
 		td_mutex_unlock(&q->lock);
+		td_queue_end_bios(q, &ends);
 		return;
 	}
-	run_and_unlock(q, now);
+	run_and_unlock(q, now, &ends);
+}
+
+/* ---- drain ---------------------------------------------------------------------------- */
+
+/* Wait until nothing is outstanding or CLOCK_MONOTONIC passes @deadline. Return: drained. */
+static bool wait_drained(struct td_queue *q, uint64_t deadline)
+{
+	bool drained;
+
+	td_mutex_lock(&q->lock);
+	atomic_fetch_add(&q->drain_waiters, 1);
+	while (atomic_load(&q->outstanding) > 0) {
+		uint64_t now = td_now_ns();
+
+		if (now >= deadline)
+			break;
+		/* bio_done() may miss a drainer that just arrived: look again now and then. */
+		td_cond_wait_until(&q->drain_cond, &q->lock,
+				   TD_MIN(now + 5 * TD_NSEC_PER_MSEC, deadline));
+	}
+	atomic_fetch_sub(&q->drain_waiters, 1);
+	drained = atomic_load(&q->outstanding) == 0;
+	td_mutex_unlock(&q->lock);
+	return drained;
 }
 
 void td_queue_drain(struct td_queue *q)
 {
-	td_mutex_lock(&q->lock);
-	atomic_fetch_add(&q->drain_waiters, 1);
-	while (atomic_load(&q->outstanding) > 0)
-		td_cond_wait_until(&q->drain_cond, &q->lock, td_now_ns() + 5 * TD_NSEC_PER_MSEC);
-	atomic_fetch_sub(&q->drain_waiters, 1);
-	td_mutex_unlock(&q->lock);
+	wait_drained(q, UINT64_MAX);
 }
 
-/* ---- tags, reset ---------------------------------------------------------------------- */
+int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms)
+{
+	if (wait_drained(q, td_now_ns() + (uint64_t)timeout_ms * TD_NSEC_PER_MSEC))
+		return 0;
+	if (q->mode == TD_MODE_RQ)
+		return (int)td_queue_abort(q, timeout_ms);
+
+	/* Bio mode: each bio is in its submitter's hands; only new ones can be refused. */
+	td_mutex_lock(&q->lock);
+	atomic_store(&q->dead, true);
+	td_mutex_unlock(&q->lock);
+	td_warnx("queue: %llu bio%s still outstanding after %u ms; new ones fail with EIO",
+		 (unsigned long long)atomic_load(&q->outstanding),
+		 atomic_load(&q->outstanding) == 1 ? "" : "s", timeout_ms);
+	return -ETIMEDOUT;
+}
+
+/* ---- tags ----------------------------------------------------------------------------- */
 
 int td_queue_start_tag(struct td_queue *q, struct td_request *rq)
 {
@@ -716,480 +664,4 @@ int td_queue_start_tag(struct td_queue *q, struct td_request *rq)
 		return -EBUSY;
 	rq->tag = tag;
 	return 0;
-}
-
-unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list *failed)
-{
-	struct td_list requeue = TD_LIST_INIT(requeue);
-	uint64_t now = now_ns(q);
-	unsigned int n = 0;
-	bool kick = false;
-
-	assert(td_lock_held(&q->lock));
-	while (!td_list_empty(&q->in_flight)) {
-		struct td_request *rq =
-			td_list_first_entry(&q->in_flight, struct td_request, queuelist);
-
-		/* The tag is gone with the reset; the request keeps its place in line. */
-		trace_rq(q, TD_TA_REQUEUE, rq, 0, now);
-		kick |= detach_inflight_locked(q, rq);
-		rq->retries++;
-		if (rq->retries > q->max_retries) {
-			rq->error = -EIO;
-			td_stats_add(q->stats, TD_STAT_RETRIES_EXHAUSTED, 1);
-			td_list_add_tail(&rq->queuelist, failed);
-			continue;
-		}
-		rq->state = TD_RQ_DISPATCH;
-		td_list_add_tail(&rq->queuelist, &requeue);
-		q->nr_dispatch++;
-		n++;
-	}
-	td_list_splice_init(&requeue, &q->dispatch);
-	td_stats_add(q->stats, TD_STAT_REQUEUED, n);
-	if (kick)
-		q->defer_retry = true; /* the timer kicks other users of the map soon */
-	return n;
-}
-
-unsigned int td_queue_reset(struct td_queue *q, bool timeout)
-{
-	struct td_list failed = TD_LIST_INIT(failed);
-	struct bio_list ends = { 0 };
-	unsigned int n;
-
-	if (q->mode != TD_MODE_RQ)
-		return 0;
-	td_mutex_lock(&q->reset_lock);
-
-	/* Stop dispatching; completions from now on belong to the old generation. */
-	td_mutex_lock(&q->lock);
-	q->stopped++;
-	q->gen++;
-	td_mutex_unlock(&q->lock);
-
-	td_drive_quiesce(q->drive);
-
-	td_mutex_lock(&q->lock);
-	n = td_queue_invalidate_tags_locked(q, &failed);
-	uint64_t now = now_ns(q);
-
-	while (!td_list_empty(&failed)) {
-		struct td_request *rq = td_list_first_entry(&failed, struct td_request, queuelist);
-
-		td_list_del(&rq->queuelist);
-		end_request_locked(q, rq, TD_TAG_NONE, rq->error, &ends, now);
-	}
-	q->stopped--;
-	td_stats_add(q->stats, TD_STAT_RESETS, 1);
-	if (timeout)
-		td_stats_add(q->stats, TD_STAT_TIMEOUTS, 1);
-	td_mutex_unlock(&q->lock);
-
-	end_bio_list(q, &ends);
-	td_tag_map_kick(q->tags);
-	td_queue_run(q);
-	td_mutex_unlock(&q->reset_lock);
-	td_notice("queue: drive reset%s, %u command%s requeued", timeout ? " after a command timeout" : "",
-		  n, n == 1 ? "" : "s");
-	return n;
-}
-
-/* ---- timer ---------------------------------------------------------------------------- */
-
-static void *timer_main(void *arg)
-{
-	struct td_queue *q = arg;
-
-	td_thread_name("td-timer");
-	td_mutex_lock(&q->lock);
-	while (!q->timer_stop) {
-		uint64_t now = td_now_ns();
-		uint64_t period = TD_TIMER_PERIOD_NS;
-		uint64_t timeout_ns = (uint64_t)q->command_timeout_ms * TD_NSEC_PER_MSEC;
-
-		if (timeout_ns && timeout_ns / 4 < period)
-			period = TD_MAX(timeout_ns / 4, TD_NSEC_PER_MSEC);
-		if (q->defer_retry)
-			period = TD_DEFER_RETRY_NS;
-		td_cond_wait_until(&q->timer_cond, &q->lock, now + period);
-		if (q->timer_stop)
-			break;
-
-		if (q->defer_retry) {
-			/* Deferred requests, or other users of a shared tag map, need a run. */
-			q->defer_retry = false;
-			td_mutex_unlock(&q->lock);
-			td_tag_map_kick(q->tags);
-			td_queue_run(q);
-			td_mutex_lock(&q->lock);
-		}
-		if (timeout_ns && !td_list_empty(&q->in_flight)) {
-			struct td_request *oldest =
-				td_list_first_entry(&q->in_flight, struct td_request, queuelist);
-			uint64_t age = now_ns(q) - oldest->dispatch_ns;
-
-			if (age > timeout_ns) {
-				td_warnx("queue: tag %d (%s, sector %llu) timed out after %llu ms",
-					 oldest->tag, td_op_name(oldest->op),
-					 (unsigned long long)oldest->sector,
-					 (unsigned long long)(age / TD_NSEC_PER_MSEC));
-				td_mutex_unlock(&q->lock);
-				td_queue_reset(q, true);
-				td_mutex_lock(&q->lock);
-			}
-		}
-	}
-	td_mutex_unlock(&q->lock);
-	return NULL;
-}
-
-/* ---- configuration -------------------------------------------------------------------- */
-
-static void queue_kick(void *user)
-{
-	td_queue_run(user);
-}
-
-static int window_make_request(struct td_queue *q, struct td_bio *bio, void *data)
-{
-	(void)data;
-	if (bio->op != TD_OP_FLUSH) {
-		if (bio->sector >= q->window_nr || bio->nr_sectors > q->window_nr - bio->sector) {
-			bio->error = -EIO;
-			bio->end_io(bio, -EIO);
-			return 0;
-		}
-		bio->sector += q->window_start;
-	}
-	return 1;
-}
-
-int td_queue_set_window(struct td_queue *q, uint64_t start, uint64_t nr_sectors)
-{
-	uint32_t per_block = q->lbs >> TD_SECTOR_SHIFT;
-
-	if (!nr_sectors || start % per_block || nr_sectors % per_block || start >= q->capacity ||
-	    nr_sectors > q->capacity - start)
-		return -EINVAL;
-	q->window_start = start;
-	q->window_nr = nr_sectors;
-	td_queue_set_make_request(q, window_make_request, NULL);
-	return 0;
-}
-
-void td_queue_set_make_request(struct td_queue *q, td_make_request_fn fn, void *data)
-{
-	q->make_request = fn;
-	q->make_request_data = data;
-}
-
-void td_queue_set_prep(struct td_queue *q, td_prep_fn prep)
-{
-	q->prep = prep ? prep : td_prep_default;
-}
-
-int td_queue_set_elevator(struct td_queue *q, const char *name)
-{
-	const struct td_elevator_type *type = td_elv_find(name);
-	int err = 0;
-
-	if (!type)
-		return -EINVAL;
-	if (q->mode != TD_MODE_RQ)
-		return 0;
-	td_mutex_lock(&q->lock);
-	if (strcmp(td_elv_name(q->elv), name) != 0) {
-		struct td_elevator *e = td_elv_create(type, &q->eq, q->nr_requests, &err);
-
-		if (e) {
-			/* Drain the old elevator, in its own order, ahead of anything it would hold. */
-			struct td_request *rq;
-
-			while ((rq = td_elv_dispatch(q->elv, true))) {
-				rq->state = TD_RQ_DISPATCH;
-				td_list_add_tail(&rq->queuelist, &q->dispatch);
-				q->nr_dispatch++;
-			}
-			td_elv_destroy(q->elv);
-			q->elv = e;
-		}
-	}
-	td_mutex_unlock(&q->lock);
-	if (!err)
-		td_queue_run(q);
-	return err;
-}
-
-int td_queue_set_depth(struct td_queue *q, unsigned int depth)
-{
-	int err = td_tag_resize(q->tags, depth);
-
-	if (!err) {
-		td_tag_map_kick(q->tags);
-		td_queue_run(q);
-	}
-	return err;
-}
-
-void td_queue_set_tunables(struct td_queue *q, const struct td_elv_tunables *t)
-{
-	td_mutex_lock(&q->lock);
-	q->tunables = *t;
-	td_mutex_unlock(&q->lock);
-}
-
-int td_queue_set_timeout(struct td_queue *q, uint32_t command_timeout_ms, uint32_t max_retries)
-{
-	td_mutex_lock(&q->lock);
-	q->command_timeout_ms = command_timeout_ms;
-	q->max_retries = max_retries;
-	td_cond_signal(&q->timer_cond);
-	td_mutex_unlock(&q->lock);
-	return 0;
-}
-
-/* ---- creation ------------------------------------------------------------------------- */
-
-static int check_params(const struct td_queue_params *p)
-{
-	uint32_t per_block;
-
-	if (!p->drive || (p->logical_block_size != 512 && p->logical_block_size != 4096))
-		return -EINVAL;
-	per_block = p->logical_block_size >> TD_SECTOR_SHIFT;
-	if (!p->capacity_sectors || p->capacity_sectors % per_block)
-		return -EINVAL;
-	if (p->max_sectors < per_block || p->max_sectors % per_block || !p->nr_requests)
-		return -EINVAL;
-	if (!p->tags && (p->depth < 1 || p->depth > TD_TAG_DEPTH_MAX))
-		return -EINVAL;
-	if (p->mode == TD_MODE_RQ && (!p->elevator || !td_elv_find(p->elevator)))
-		return -EINVAL;
-	if (!p->tunables.fifo_batch)
-		return -EINVAL;
-	return 0;
-}
-
-struct td_queue *td_queue_create(const struct td_queue_params *p, int *err)
-{
-	struct td_queue *q;
-	int ret = check_params(p);
-
-	if (ret)
-		goto out;
-	ret = -ENOMEM;
-	/* Cache-line aligned: the lock and the outstanding count have lines of their own. */
-	q = aligned_alloc(_Alignof(struct td_queue), sizeof(*q));
-	if (!q)
-		goto out;
-	memset(q, 0, sizeof(*q));
-	td_mutex_init(&q->lock);
-	td_mutex_init(&q->reset_lock);
-	td_cond_init(&q->drain_cond);
-	td_cond_init(&q->timer_cond);
-	td_list_init(&q->dispatch);
-	td_list_init(&q->in_flight);
-	q->mode = p->mode;
-	q->capacity = p->capacity_sectors;
-	q->lbs = p->logical_block_size;
-	q->max_sectors = p->max_sectors;
-	q->nr_requests = p->nr_requests;
-	q->drive = p->drive;
-	q->trace = p->trace;
-	q->clock = p->clock;
-	q->prep = td_prep_default;
-	q->tunables = p->tunables;
-	q->command_timeout_ms = p->command_timeout_ms;
-	q->max_retries = p->max_retries;
-	q->eq.tunables = &q->tunables;
-	q->eq.clock = &q->clock;
-	q->eq.max_sectors = p->max_sectors;
-	atomic_init(&q->outstanding, 0);
-
-	q->stats = td_stats_create();
-	if (!q->stats)
-		goto out_destroy_locks;
-	q->rangelock = td_rangelock_create();
-	if (!q->rangelock)
-		goto out_destroy_stats;
-	ret = td_rq_pool_init(&q->pool, q, p->nr_requests);
-	if (ret)
-		goto out_destroy_rangelock;
-	q->elv = td_elv_create(td_elv_find(p->mode == TD_MODE_RQ ? p->elevator : "noop"), &q->eq,
-			       p->nr_requests, &ret);
-	if (!q->elv)
-		goto out_destroy_pool;
-
-	struct td_tag_map *map = p->tags;
-
-	if (!map) {
-		map = td_tag_map_create(p->depth);
-		ret = -ENOMEM;
-		if (!map)
-			goto out_destroy_elv;
-	}
-	ret = td_tag_map_attach(map, queue_kick, q);
-	if (ret) {
-		if (!p->tags)
-			td_tag_map_destroy(map);
-		goto out_destroy_elv;
-	}
-	q->tags = map;
-	td_drive_attach(q->drive, queue_complete, q);
-
-	if (q->mode == TD_MODE_RQ) {
-		ret = -pthread_create(&q->timer, NULL, timer_main, q);
-		if (ret)
-			goto out_detach_tags;
-		q->timer_started = true;
-	}
-	return q;
-
-out_detach_tags:
-	td_tag_map_detach(q->tags, q);
-out_destroy_elv:
-	td_elv_destroy(q->elv);
-out_destroy_pool:
-	td_rq_pool_destroy(&q->pool);
-out_destroy_rangelock:
-	td_rangelock_destroy(q->rangelock);
-out_destroy_stats:
-	td_stats_destroy(q->stats);
-out_destroy_locks:
-	td_cond_destroy(&q->timer_cond);
-	td_cond_destroy(&q->drain_cond);
-	td_mutex_destroy(&q->reset_lock);
-	td_mutex_destroy(&q->lock);
-	free(q);
-out:
-	*err = ret;
-	return NULL;
-}
-
-void td_queue_destroy(struct td_queue *q)
-{
-	assert(atomic_load(&q->outstanding) == 0);
-	if (q->timer_started) {
-		td_mutex_lock(&q->lock);
-		q->timer_stop = true;
-		td_cond_signal(&q->timer_cond);
-		td_mutex_unlock(&q->lock);
-		pthread_join(q->timer, NULL);
-	}
-	assert(q->nr_in_flight == 0 && q->nr_dispatch == 0);
-	td_tag_map_detach(q->tags, q);
-	td_elv_destroy(q->elv);
-	td_rq_pool_destroy(&q->pool);
-	td_rangelock_destroy(q->rangelock);
-	td_stats_destroy(q->stats);
-	td_cond_destroy(&q->timer_cond);
-	td_cond_destroy(&q->drain_cond);
-	td_mutex_destroy(&q->reset_lock);
-	td_mutex_destroy(&q->lock);
-	free(q);
-}
-
-/* ---- accessors and snapshots ---------------------------------------------------------- */
-
-uint64_t td_queue_capacity(const struct td_queue *q)
-{
-	return q->window_nr ? q->window_nr : q->capacity;
-}
-
-uint64_t td_queue_physical_capacity(const struct td_queue *q)
-{
-	return q->capacity;
-}
-
-uint32_t td_queue_logical_block_size(const struct td_queue *q)
-{
-	return q->lbs;
-}
-
-uint32_t td_queue_max_sectors(const struct td_queue *q)
-{
-	return q->max_sectors;
-}
-
-enum td_queue_mode td_queue_mode(const struct td_queue *q)
-{
-	return q->mode;
-}
-
-struct td_stats *td_queue_stats(struct td_queue *q)
-{
-	return q->stats;
-}
-
-struct td_tag_map *td_queue_tag_map(struct td_queue *q)
-{
-	return q->tags;
-}
-
-struct td_rangelock *td_queue_rangelock(struct td_queue *q)
-{
-	return q->rangelock;
-}
-
-struct td_drive *td_queue_drive(struct td_queue *q)
-{
-	return q->drive;
-}
-
-void td_queue_get_status(struct td_queue *q, struct td_queue_status *st)
-{
-	memset(st, 0, sizeof(*st));
-	td_mutex_lock(&q->lock);
-	st->mode = q->mode;
-	snprintf(st->elevator, sizeof(st->elevator), "%s",
-		 q->mode == TD_MODE_RQ ? td_elv_name(q->elv) : "none");
-	st->in_flight = q->nr_in_flight;
-	st->queued = q->nr_dispatch + td_elv_count(q->elv);
-	st->requests_used = q->pool.nr - q->pool.nr_free;
-	st->nr_requests = q->pool.nr;
-	st->max_sectors = q->max_sectors;
-	st->command_timeout_ms = q->command_timeout_ms;
-	st->max_retries = q->max_retries;
-	st->barrier_pending = q->barrier_inflight;
-	st->tunables = q->tunables;
-	struct td_list *pos;
-
-	td_list_for_each(pos, &q->dispatch) {
-		if (td_list_entry(pos, struct td_request, queuelist)->op == TD_OP_FLUSH)
-			st->barrier_pending = true;
-	}
-	td_mutex_unlock(&q->lock);
-	st->depth = td_tag_depth(q->tags);
-	st->tags_in_use = td_tag_busy(q->tags);
-}
-
-unsigned int td_queue_get_tags(struct td_queue *q, struct td_tag_info *out, unsigned int max)
-{
-	unsigned int n = 0;
-	struct td_list *pos;
-
-	td_mutex_lock(&q->lock);
-	uint64_t now = now_ns(q);
-
-	td_list_for_each(pos, &q->in_flight) {
-		struct td_request *rq = td_list_entry(pos, struct td_request, queuelist);
-
-		if (n < max && out) {
-			struct td_tag_info *ti = &out[n];
-
-			ti->tag = rq->tag;
-			ti->op = rq->op;
-			ti->sector = rq->sector;
-			ti->nr_sectors = rq->nr_sectors;
-			ti->age_us = (now - rq->dispatch_ns) / TD_NSEC_PER_USEC;
-			ti->retries = rq->retries;
-			ti->pid = rq->pid;
-			memcpy(ti->cmd, rq->cmd, sizeof(ti->cmd));
-			ti->cmd_len = rq->cmd_len;
-		}
-		n++;
-	}
-	td_mutex_unlock(&q->lock);
-	return n;
 }

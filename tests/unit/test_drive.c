@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_drive.c - the drive (src/drive.c) and its backends (drive_mem.c,
- * drive_null.c, drive_file.c): commands decoded from their bytes, fault
- * injection, the latency models, quiesce, synchronous execution and the
- * image file backend.
+ * test_drive.c - the drive (src/engine/drive.c, model_hdd.c, model_ssd.c) and
+ * its backends (drive_mem.c, drive_null.c, drive_file.c): commands decoded
+ * from their bytes, fault injection, the latency models and how many
+ * commands they delay at once, quiesce and abandon, synchronous execution
+ * and the image file backend.
  *
  * Most cases run the drive behind a queue and corrupt or rewrite the
  * command bytes in a custom prep function after td_prep_default, which is
  * the only way a real request reaches the drive. Quiesce is tested on the
  * drive alone with hand-built requests, since the queue would requeue what
- * the drive drops.
+ * the drive drops. Families of cases that differ only in their inputs are
+ * tables, each row a cmocka case of its own (see main()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -616,9 +618,112 @@ struct hand_rq {
 	uint8_t data[4096];
 };
 
+/*
+ * A memory backend whose writes wait while its latch is closed: a backend
+ * call that hangs for as long as the test wants.
+ */
+struct latch {
+	struct td_backend inner;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool closed;	      /* lock */
+	unsigned int waiting; /* writes waiting at the latch; lock */
+};
+
+static int latch_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	struct latch *l = priv;
+
+	return l->inner.ops->read(l->inner.priv, iov, iovcnt, off);
+}
+
+static int latch_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
+{
+	struct latch *l = priv;
+
+	pthread_mutex_lock(&l->lock);
+	l->waiting++;
+	while (l->closed)
+		pthread_cond_wait(&l->cond, &l->lock);
+	l->waiting--;
+	pthread_mutex_unlock(&l->lock);
+	return l->inner.ops->write(l->inner.priv, iov, iovcnt, off, fua);
+}
+
+static int latch_flush(void *priv)
+{
+	struct latch *l = priv;
+
+	return l->inner.ops->flush(l->inner.priv);
+}
+
+static int latch_discard(void *priv, uint64_t off, uint64_t len)
+{
+	struct latch *l = priv;
+
+	return l->inner.ops->discard(l->inner.priv, off, len);
+}
+
+static int latch_write_zeroes(void *priv, uint64_t off, uint64_t len)
+{
+	struct latch *l = priv;
+
+	return l->inner.ops->write_zeroes(l->inner.priv, off, len);
+}
+
+/* The drive destroys the inner memory; the test frees the latch after the drive. */
+static void latch_destroy(void *priv)
+{
+	struct latch *l = priv;
+
+	l->inner.ops->destroy(l->inner.priv);
+}
+
+static const struct td_backend_ops latch_ops = {
+	.name = "latch",
+	.read = latch_read,
+	.write = latch_write,
+	.flush = latch_flush,
+	.discard = latch_discard,
+	.write_zeroes = latch_write_zeroes,
+	.destroy = latch_destroy,
+};
+
+static void latch_set(struct latch *l, bool closed)
+{
+	pthread_mutex_lock(&l->lock);
+	l->closed = closed;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static unsigned int latch_waiting(struct latch *l)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&l->lock);
+	n = l->waiting;
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
+/* Return: true when @n writes wait at the latch within WAIT_MS. */
+static bool latch_wait_waiting(struct latch *l, unsigned int n)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+
+	while (latch_waiting(l) != n) {
+		if (mono_ns() > deadline)
+			return false;
+		sleep_us(200);
+	}
+	return true;
+}
+
 struct hand_drive {
 	struct td_drive *d;
 	struct td_backend mem;
+	struct latch *latch; /* hand_drive_create_with(..., true) */
 	uint8_t *disk;
 	struct done done;
 	struct td_list claimed; /* inline: submitted, for hand_run() */
@@ -642,29 +747,49 @@ static void hand_complete(void *ctx, struct td_list *list)
 	}
 }
 
-static void hand_drive_create(struct hand_drive *h, unsigned int workers)
+/* A drive made from @dp: its backend is 1 MiB of memory, behind a latch when @latched. */
+static void hand_drive_create_with(struct hand_drive *h, struct td_drive_params *dp, bool latched)
 {
-	struct td_drive_params dp;
 	int err = 0;
 
 	memset(h, 0, sizeof(*h));
-	td_drive_params_default(&dp);
-	dp.capacity_bytes = 1 * MIB;
-	dp.workers = workers;
-	assert_int_equal(td_backend_mem_init(&h->mem, dp.capacity_bytes), 0);
+	dp->capacity_bytes = 1 * MIB;
+	assert_int_equal(td_backend_mem_init(&h->mem, dp->capacity_bytes), 0);
 	h->disk = td_backend_mem_data(&h->mem);
-	dp.backend = h->mem;
-	h->d = td_drive_create(&dp, &err);
+	dp->backend = h->mem;
+	if (latched) {
+		h->latch = calloc(1, sizeof(*h->latch));
+		assert_non_null(h->latch);
+		h->latch->inner = h->mem;
+		pthread_mutex_init(&h->latch->lock, NULL);
+		pthread_cond_init(&h->latch->cond, NULL);
+		dp->backend = (struct td_backend){ .ops = &latch_ops, .priv = h->latch };
+	}
+	h->d = td_drive_create(dp, &err);
 	assert_non_null(h->d);
 	done_init(&h->done);
 	td_list_init(&h->claimed);
 	td_drive_attach(h->d, hand_complete, h);
 }
 
+static void hand_drive_create(struct hand_drive *h, unsigned int workers)
+{
+	struct td_drive_params dp;
+
+	td_drive_params_default(&dp);
+	dp.workers = workers;
+	hand_drive_create_with(h, &dp, false);
+}
+
 static void hand_drive_destroy(struct hand_drive *h)
 {
 	td_drive_destroy(h->d);
 	done_destroy(&h->done);
+	if (h->latch) {
+		pthread_cond_destroy(&h->latch->cond);
+		pthread_mutex_destroy(&h->latch->lock);
+		free(h->latch);
+	}
 }
 
 /* A write of 8 sectors at @sector, its command encoded as prep would. */
@@ -854,6 +979,194 @@ static void test_quiesce_on_workers_drops_hung_and_delayed_commands(void **state
 	assert_int_equal(done_count(&h.done), 0);
 	assert_true(all_value(h.disk, 1 * MIB, 0));
 	td_inject_clear(td_drive_inject(h.d));
+	hand_drive_destroy(&h);
+	free(r);
+}
+
+/* Return: true when the drive shows @executing commands, @delayed of them delayed, in WAIT_MS. */
+static bool wait_delayed(struct td_drive *d, unsigned int executing, unsigned int delayed)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_drive_status st;
+
+	do {
+		td_drive_get_status(d, &st);
+		if (st.executing == executing && st.delayed == delayed)
+			return true;
+		sleep_us(200);
+	} while (mono_ns() < deadline);
+	return false;
+}
+
+/*
+ * A command waiting out a delay must not take the wake-up meant for an idle
+ * worker. Four workers; the first command is delayed (a minute), the next
+ * three are held by a hang, so their workers wait for work again after the
+ * delayed one began to wait. Then three more commands, one submission each:
+ * all four workers must be delaying a command at once.
+ */
+struct parallel_case {
+	const char *name;
+	enum td_drive_model model;
+	bool injected; /* injected latency rather than the model's */
+};
+
+static const struct parallel_case parallel_cases[] = {
+	{ .name = "parallel: with injected latency, 4 workers delay 4 commands at once",
+	  .model = TD_MODEL_NONE, .injected = true },
+	{ .name = "parallel: the ssd model on 4 workers delays 4 commands at once",
+	  .model = TD_MODEL_SSD },
+};
+
+#define PARALLEL_WORKERS 4
+
+static void run_parallel_case(void **state)
+{
+	const struct parallel_case *c = *state;
+	struct hand_rq *r = calloc(2 * PARALLEL_WORKERS, sizeof(*r));
+	struct td_drive_params dp;
+	struct td_drive_status st;
+	struct hand_drive h;
+
+	assert_non_null(r);
+	td_drive_params_default(&dp);
+	dp.workers = PARALLEL_WORKERS;
+	dp.model = c->model;
+	dp.ssd = (struct td_ssd_params){ .latency_us = 60000000, .transfer_mb_s = 2000 };
+	hand_drive_create_with(&h, &dp, false);
+	if (c->injected)
+		td_inject_set_latency(td_drive_inject(h.d), 60000000);
+	for (int i = 0; i < 2 * PARALLEL_WORKERS; i++)
+		hand_rq_init(&r[i], (uint64_t)i * 8);
+
+	hand_submit(&h, &r[0], 1);
+	assert_true(wait_delayed(h.d, 1, 1));
+	assert_int_equal(td_inject_add_hang(td_drive_inject(h.d), PARALLEL_WORKERS - 1), 0);
+	for (unsigned int i = 1; i < PARALLEL_WORKERS; i++) {
+		hand_submit(&h, &r[i], 1);
+		/* Counted under the drive lock, which its worker holds until it waits again. */
+		assert_true(wait_drive(h.d, i, 1));
+	}
+	for (unsigned int i = PARALLEL_WORKERS; i < 2 * PARALLEL_WORKERS - 1; i++)
+		hand_submit(&h, &r[i], 1);
+	assert_true(wait_delayed(h.d, PARALLEL_WORKERS, PARALLEL_WORKERS));
+	td_drive_get_status(h.d, &st);
+	assert_int_equal(st.queued, PARALLEL_WORKERS - 1); /* the held ones */
+	assert_int_equal(st.hung, PARALLEL_WORKERS - 1);
+
+	/* A quiesce ends every delay at once; nothing was executed. */
+	assert_int_equal(td_drive_quiesce(h.d), PARALLEL_WORKERS - 1);
+	assert_true(wait_delayed(h.d, 0, 0));
+	assert_int_equal(done_count(&h.done), 0);
+	assert_true(all_value(h.disk, 1 * MIB, 0));
+	td_inject_clear(td_drive_inject(h.d));
+	hand_drive_destroy(&h);
+	free(r);
+}
+
+/*
+ * Commands whose backend call hangs (a closed latch). td_drive_abandon()
+ * returns while the calls are blocked, and when they return, their results
+ * are dropped: the completion function never sees them. td_drive_quiesce()
+ * instead waits for the calls, then drops their results too. Either way the
+ * drive serves again afterwards.
+ */
+struct abandon_case {
+	const char *name;
+	unsigned int workers;
+	bool quiesce;	      /* td_drive_quiesce() rather than td_drive_abandon() */
+	unsigned int blocked; /* backend calls blocked at the latch */
+	unsigned int returns; /* what the call returns */
+};
+
+static const struct abandon_case abandon_cases[] = {
+	{ .name = "abandon: an inline runner blocked in the backend is left to it",
+	  .workers = 0, .blocked = 1, .returns = 2 },
+	{ .name = "abandon: two workers blocked in the backend are left to it",
+	  .workers = 2, .blocked = 2, .returns = 2 },
+	{ .name = "quiesce: waits for the blocked backend calls, then drops their results",
+	  .workers = 2, .quiesce = true, .blocked = 2, .returns = 1 /* the one pending */ },
+};
+
+struct runner_thread {
+	pthread_t tid;
+	struct hand_drive *h;
+	bool quiesce; /* else run what was claimed inline */
+	unsigned int ret;
+	atomic_bool done;
+};
+
+static void *runner_main(void *arg)
+{
+	struct runner_thread *t = arg;
+
+	t->ret = t->quiesce ? td_drive_quiesce(t->h->d) : hand_run(t->h);
+	atomic_store(&t->done, true);
+	return NULL;
+}
+
+static void run_abandon_case(void **state)
+{
+	const struct abandon_case *c = *state;
+	struct hand_rq *r = calloc(4, sizeof(*r));
+	struct runner_thread runner = { 0 }, quiescer = { 0 };
+	struct td_drive_status st;
+	struct td_drive_params dp;
+	struct hand_drive h;
+
+	assert_non_null(r);
+	td_drive_params_default(&dp);
+	dp.workers = c->workers;
+	hand_drive_create_with(&h, &dp, true);
+	for (int i = 0; i < 4; i++)
+		hand_rq_init(&r[i], (uint64_t)i * 8);
+	latch_set(h.latch, true);
+	hand_submit(&h, r, 2);
+	if (!c->workers) {
+		runner.h = &h;
+		assert_int_equal(pthread_create(&runner.tid, NULL, runner_main, &runner), 0);
+	}
+	assert_true(latch_wait_waiting(h.latch, c->blocked));
+
+	if (c->quiesce) {
+		/* A third command waits for a worker; the quiesce has begun once it is dropped. */
+		hand_submit(&h, &r[2], 1);
+		td_drive_get_status(h.d, &st);
+		assert_int_equal(st.queued, 1);
+		quiescer.h = &h;
+		quiescer.quiesce = true;
+		assert_int_equal(pthread_create(&quiescer.tid, NULL, runner_main, &quiescer), 0);
+		uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+
+		for (td_drive_get_status(h.d, &st); st.queued && mono_ns() < deadline;
+		     td_drive_get_status(h.d, &st))
+			sleep_us(200);
+		assert_int_equal(st.queued, 0);
+		/* It cannot return while the calls are blocked (looked at once, not timed). */
+		assert_false(atomic_load(&quiescer.done));
+	} else {
+		assert_int_equal(td_drive_abandon(h.d), c->returns);
+		/* Returned with the calls still blocked. */
+		assert_int_equal(latch_waiting(h.latch), c->blocked);
+	}
+	latch_set(h.latch, false);
+	if (c->quiesce) {
+		assert_int_equal(pthread_join(quiescer.tid, NULL), 0);
+		assert_int_equal(quiescer.ret, c->returns);
+	}
+	if (!c->workers) {
+		assert_int_equal(pthread_join(runner.tid, NULL), 0);
+		assert_int_equal(runner.ret, 0);
+	}
+	assert_true(wait_drive(h.d, 0, 0));
+	assert_int_equal(done_count(&h.done), 0);
+
+	hand_submit(&h, &r[3], 1);
+	if (!c->workers)
+		assert_int_equal(hand_run(&h), 1);
+	assert_true(done_wait(&h.done, 1, WAIT_MS));
+	assert_int_equal(h.done.errors, 0);
+	assert_memory_equal(h.disk + 24 * 512, r[3].data, 4096);
 	hand_drive_destroy(&h);
 	free(r);
 }
@@ -1058,9 +1371,18 @@ static void test_file_backend_write_read_flush_discard_and_write_zeroes(void **s
 	free(w);
 }
 
+/* A table's rows as cmocka cases, each with its row as the initial state. */
+#define TABLE_CASES(fn, table, out, n)                                                      \
+	do {                                                                                \
+		for (size_t i_ = 0; i_ < TD_ARRAY_SIZE(table); i_++)                         \
+			(out)[(n)++] = (struct CMUnitTest){ .name = (table)[i_].name,        \
+							    .test_func = (fn),               \
+							    .initial_state = (void *)&(table)[i_] }; \
+	} while (0)
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
+	static const struct CMUnitTest single[] = {
 		cmocka_unit_test(test_drive_fails_invalid_command_bytes_with_eio),
 		cmocka_unit_test(test_invalid_command_does_not_consume_fault_rules),
 		cmocka_unit_test(test_drive_follows_the_command_lba_not_the_request),
@@ -1081,8 +1403,16 @@ int main(void)
 		cmocka_unit_test(test_null_backend_completes_everything_and_stores_nothing),
 		cmocka_unit_test(test_file_backend_write_read_flush_discard_and_write_zeroes),
 	};
+	struct CMUnitTest tests[TD_ARRAY_SIZE(single) + TD_ARRAY_SIZE(parallel_cases) +
+				TD_ARRAY_SIZE(abandon_cases)];
+	size_t n = 0;
+
+	for (size_t i = 0; i < TD_ARRAY_SIZE(single); i++)
+		tests[n++] = single[i];
+	TABLE_CASES(run_parallel_case, parallel_cases, tests, n);
+	TABLE_CASES(run_abandon_case, abandon_cases, tests, n);
 
 	td_log_init("test_drive", TD_LOG_ERR);
 	alarm(WATCHDOG_S);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return _cmocka_run_group_tests("test_drive", tests, n, NULL, NULL);
 }

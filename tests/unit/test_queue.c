@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_queue.c - the request queue (src/queue.c) end to end: prep and the
- * command bytes, DEFER and KILL, tags, resets and retries, barriers, the
- * overlapping-write rule, run-time switches, timeouts, bio mode, windows and
+ * test_queue.c - the request queue (src/engine/queue.c, timeout.c,
+ * queue_setup.c) end to end: prep and the command bytes, DEFER and KILL, tags,
+ * resets and retries, barriers, the overlapping-write rule, run-time switches,
+ * timeouts, which threads execute I/O, bounded drains, bio mode, windows and
  * plugging, and a stress test that resets the drive under load.
  *
  * Each case builds a queue over a drive whose backend is a memory disk, so
@@ -12,8 +13,13 @@
  *    a submit returns with its bio ended, unless an injected hang holds it;
  *  - the gate backend below: reads and/or writes wait on a semaphore the
  *    test posts, so commands are provably executing while the test looks.
+ * Resets, timeouts and setting changes leave the dispatch of what they
+ * requeue to the queue's td-kblockd thread, so after one the tests wait for
+ * the outcome (a count, an ended bio) with a generous deadline.
  * cmocka may only fail in the thread running the test: helper threads count
  * problems in atomics and the test asserts on them after joining.
+ * Families of cases that differ only in their inputs are tables, each row a
+ * cmocka case of its own (see main()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -111,6 +117,7 @@ static void tbio_init(struct tbio *t, struct done *d, enum td_op op, uint64_t se
 /* ---- a memory backend with a gate, a FUA log and an overlap detector ------------------ */
 
 #define GATE_MAX_ACTIVE 64
+#define GATE_MAX_CALLERS 8
 
 struct gate {
 	struct td_backend inner; /* a memory backend holds the data */
@@ -127,7 +134,38 @@ struct gate {
 	unsigned int overlaps; /* writes that started while an overlapping one was active */
 	_Atomic unsigned int writes;
 	_Atomic unsigned int fua_writes;
+	/* The distinct names of the threads that called read or write; lock. */
+	char callers[GATE_MAX_CALLERS][16];
+	unsigned int nr_callers;
 };
+
+/* Remember which thread called the backend (by name: td-kblockd, td-timer, ...). */
+static void gate_record_caller(struct gate *g)
+{
+	char name[16] = "";
+
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	pthread_mutex_lock(&g->lock);
+	bool known = false;
+
+	for (unsigned int i = 0; i < g->nr_callers; i++)
+		known |= strcmp(g->callers[i], name) == 0;
+	if (!known && g->nr_callers < GATE_MAX_CALLERS)
+		memcpy(g->callers[g->nr_callers++], name, sizeof(name));
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Return: true when a thread named @name called the backend. */
+static bool gate_called_by(struct gate *g, const char *name)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&g->lock);
+	for (unsigned int i = 0; i < g->nr_callers; i++)
+		found |= strcmp(g->callers[i], name) == 0;
+	pthread_mutex_unlock(&g->lock);
+	return found;
+}
 
 static void gate_pass(struct gate *g, atomic_bool *flag)
 {
@@ -143,6 +181,7 @@ static int gate_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t o
 {
 	struct gate *g = priv;
 
+	gate_record_caller(g);
 	gate_pass(g, &g->block_reads);
 	return g->inner.ops->read(g->inner.priv, iov, iovcnt, off);
 }
@@ -156,6 +195,7 @@ static int gate_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t 
 
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
+	gate_record_caller(g);
 	atomic_fetch_add(&g->writes, 1);
 	if (fua)
 		atomic_fetch_add(&g->fua_writes, 1);
@@ -396,6 +436,88 @@ static void submit_sync(struct env *e, struct tbio *t, enum td_op op, uint64_t s
 	assert_int_equal(atomic_load(&t->ended), 1);
 }
 
+/* Submit one bio and wait for it to end (any drive). */
+static void submit_sync_wait(struct env *e, struct tbio *t, enum td_op op, uint64_t sector,
+			     uint32_t nr, void *data)
+{
+	struct done d;
+
+	done_init(&d);
+	tbio_init(t, &d, op, sector, nr, data);
+	td_queue_submit(e->q, &t->bio);
+	assert_true(done_wait(&d, 1, WAIT_MS));
+	done_destroy(&d);
+	assert_int_equal(atomic_load(&t->ended), 1);
+}
+
+/* Return: true when @t ended within WAIT_MS (whichever thread ended it). */
+static bool wait_ended(struct tbio *t)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+
+	while (!atomic_load(&t->ended)) {
+		if (mono_ns() > deadline)
+			return false;
+		sleep_us(200);
+	}
+	return true;
+}
+
+/* Return: true when the drive holds @hung commands (an injected hang) within WAIT_MS. */
+static bool wait_hung(struct env *e, unsigned int hung)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_drive_status ds;
+
+	for (;;) {
+		td_drive_get_status(e->drive, &ds);
+		if (ds.hung == hung)
+			return true;
+		if (mono_ns() > deadline)
+			return false;
+		sleep_us(200);
+	}
+}
+
+/* Return: true when the drive executes nothing within WAIT_MS. */
+static bool wait_drive_idle(struct env *e)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_drive_status ds;
+
+	for (;;) {
+		td_drive_get_status(e->drive, &ds);
+		if (!ds.executing)
+			return true;
+		if (mono_ns() > deadline)
+			return false;
+		sleep_us(200);
+	}
+}
+
+/* Return: true when the stats counter @c reached @min within WAIT_MS. */
+static bool wait_counter(struct env *e, enum td_stats_counter c, uint64_t min)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	bool ok = false;
+
+	if (!s)
+		return false;
+	for (;;) {
+		env_stats(e, s);
+		if (s->counters[c] >= min) {
+			ok = true;
+			break;
+		}
+		if (mono_ns() > deadline)
+			break;
+		sleep_us(200);
+	}
+	free(s);
+	return ok;
+}
+
 /* ---- trace helpers -------------------------------------------------------------------- */
 
 struct trace_log {
@@ -513,123 +635,129 @@ static void assert_cmd(enum td_op op, const uint8_t *want, uint8_t want_len)
 		assert_int_equal(r.cmd[i], 0);
 }
 
-static void test_prep_default_encodes_write10_read10_fua_and_sync_cache(void **state)
+/*
+ * One command through td_prep_default: the bytes it pregenerates, and what the
+ * drive did with them. Data commands are checked on the disk (a read reads
+ * back a pattern); discard and write zeroes zero exactly their range.
+ */
+struct prep_case {
+	const char *name;
+	uint32_t lbs;
+	uint64_t size_bytes;
+	bool null_backend; /* 4 TiB disks have no memory behind them */
+	enum td_op op;
+	uint64_t sector;
+	uint32_t nr_sectors;
+	bool fua;
+	uint8_t cdb[TD_CMD_MAX]; /* the command prep must build */
+	uint8_t cdb_len;
+};
+
+static const struct prep_case prep_cases[] = {
+	{
+		.name = "prep: WRITE(10) names LBA and blocks",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_WRITE, .sector = 8, .nr_sectors = 8,
+		.cdb = { 0x2a, 0, 0, 0, 0, 0x08, 0, 0, 0x08, 0 }, .cdb_len = 10,
+	},
+	{
+		.name = "prep: a FUA write sets the FUA bit of WRITE(10)",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_WRITE, .sector = 16, .nr_sectors = 8,
+		.fua = true,
+		.cdb = { 0x2a, 0x08, 0, 0, 0, 0x10, 0, 0, 0x08, 0 }, .cdb_len = 10,
+	},
+	{
+		.name = "prep: READ(10)",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_READ, .sector = 0x1234,
+		.nr_sectors = 16,
+		.cdb = { 0x28, 0, 0, 0, 0x12, 0x34, 0, 0, 0x10, 0 }, .cdb_len = 10,
+	},
+	{
+		.name = "prep: a flush is SYNCHRONIZE CACHE(10)",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_FLUSH,
+		.cdb = { 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, .cdb_len = 10,
+	},
+	{
+		.name = "prep: discard is WRITE SAME(16) with UNMAP",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_DISCARD, .sector = 32, .nr_sectors = 16,
+		.cdb = { 0x93, 0x09, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0x10, 0, 0 }, .cdb_len = 16,
+	},
+	{
+		.name = "prep: write zeroes is WRITE SAME(16) without data",
+		.lbs = 512, .size_bytes = 4 * MIB, .op = TD_OP_WRITE_ZEROES, .sector = 64,
+		.nr_sectors = 8,
+		.cdb = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0x08, 0, 0 }, .cdb_len = 16,
+	},
+	{
+		.name = "prep: a 4 KiB-block disk counts logical blocks",
+		.lbs = 4096, .size_bytes = 4 * MIB, .op = TD_OP_WRITE, .sector = 8, .nr_sectors = 8,
+		.cdb = { 0x2a, 0, 0, 0, 0, 0x01, 0, 0, 0x01, 0 }, .cdb_len = 10,
+	},
+	{
+		.name = "prep: WRITE(16) beyond a 32-bit LBA",
+		.lbs = 512, .size_bytes = 4ULL << 40, .null_backend = true, .op = TD_OP_WRITE,
+		.sector = 1ULL << 32, .nr_sectors = 8,
+		.cdb = { 0x8a, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0x08, 0, 0 }, .cdb_len = 16,
+	},
+};
+
+static void run_prep_case(void **state)
 {
-	static const uint8_t write10[] = { 0x2a, 0, 0, 0, 0, 0x08, 0, 0, 0x08, 0 };
-	static const uint8_t fua10[] = { 0x2a, 0x08, 0, 0, 0, 0x10, 0, 0, 0x08, 0 };
-	static const uint8_t read10[] = { 0x28, 0, 0, 0, 0x12, 0x34, 0, 0, 0x10, 0 };
-	static const uint8_t sync10[] = { 0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+	const struct prep_case *c = *state;
+	size_t len = (size_t)c->nr_sectors * TD_SECTOR_SIZE;
+	uint8_t *buf = xmalloc(TD_MAX(len, (size_t)1));
 	struct env_opts o;
 	struct env e;
 	struct tbio t;
-	uint8_t *buf = xmalloc(16 * TD_SECTOR_SIZE);
 
-	(void)state;
 	prep_reset();
 	env_opts_default(&o);
+	o.lbs = c->lbs;
+	o.size_bytes = c->size_bytes;
+	o.null_backend = c->null_backend;
 	env_create(&e, &o);
 	td_queue_set_prep(e.q, recording_prep);
+	if (e.mem) {
+		/* A pattern around the command's range, to see exactly what it touched. */
+		fill_range(e.mem, 0, 256, 90);
+		if (c->op == TD_OP_READ)
+			fill_range(env_disk(&e, c->sector), c->sector, c->nr_sectors, 91);
+	}
+	if (c->op == TD_OP_WRITE)
+		fill_range(buf, c->sector, c->nr_sectors, 92);
+	else
+		memset(buf, 0xee, TD_MAX(len, (size_t)1));
 
-	fill_range(buf, 8, 8, 1);
-	submit_sync(&e, &t, TD_OP_WRITE, 8, 8, buf);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_WRITE, write10, sizeof(write10));
-	assert_memory_equal(env_disk(&e, 8), buf, 8 * TD_SECTOR_SIZE);
-
-	submit_sync(&e, &t, TD_OP_FLUSH, 0, 0, NULL);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_FLUSH, sync10, sizeof(sync10));
-
-	submit_sync(&e, &t, TD_OP_READ, 0x1234, 16, buf);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_READ, read10, sizeof(read10));
-
-	tbio_init(&t, NULL, TD_OP_WRITE, 16, 8, buf);
-	t.bio.flags = TD_BIO_FUA;
+	tbio_init(&t, NULL, c->op, c->sector, c->nr_sectors, td_op_has_data(c->op) ? buf : NULL);
+	t.bio.flags = c->fua ? TD_BIO_FUA : 0;
 	td_queue_submit(e.q, &t.bio);
-	assert_int_equal(atomic_load(&t.ended), 1);
-	assert_cmd(TD_OP_WRITE, fua10, sizeof(fua10));
+	assert_int_equal(atomic_load(&t.ended), 1); /* an inline drive: done when submit returns */
+	assert_int_equal(atomic_load(&t.err), 0);
+	assert_cmd(c->op, c->cdb, c->cdb_len);
 
+	if (e.mem && c->op != TD_OP_FLUSH) {
+		uint8_t *before = env_disk(&e, c->sector) - 1;
+		uint8_t *after = env_disk(&e, c->sector + c->nr_sectors);
+		uint8_t want_before[1], want_after[1];
+		uint8_t ref[TD_SECTOR_SIZE];
+
+		if (c->op == TD_OP_WRITE)
+			assert_memory_equal(env_disk(&e, c->sector), buf, len);
+		else if (c->op == TD_OP_READ)
+			assert_memory_equal(buf, env_disk(&e, c->sector), len);
+		else
+			assert_true(all_value(env_disk(&e, c->sector), len, 0));
+		/* Nothing outside the range changed (the bytes next to it hold the pattern). */
+		if (c->sector < 256 && c->op != TD_OP_READ) {
+			fill_sector(ref, c->sector - 1, 90);
+			want_before[0] = ref[TD_SECTOR_SIZE - 1];
+			fill_sector(ref, c->sector + c->nr_sectors, 90);
+			want_after[0] = ref[0];
+			assert_int_equal(before[0], want_before[0]);
+			assert_int_equal(after[0], want_after[0]);
+		}
+	}
 	env_destroy(&e);
 	free(buf);
-}
-
-static void test_prep_default_encodes_write_same_for_discard_and_write_zeroes(void **state)
-{
-	static const uint8_t unmap16[] = { 0x93, 0x09, 0, 0, 0, 0, 0, 0, 0, 0x20,
-					   0, 0, 0, 0x10, 0, 0 };
-	static const uint8_t zero16[] = { 0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0x40,
-					  0, 0, 0, 0x08, 0, 0 };
-	struct env_opts o;
-	struct env e;
-	struct tbio t;
-
-	(void)state;
-	prep_reset();
-	env_opts_default(&o);
-	env_create(&e, &o);
-	td_queue_set_prep(e.q, recording_prep);
-	memset(e.mem, 0xab, 128 * TD_SECTOR_SIZE);
-
-	submit_sync(&e, &t, TD_OP_DISCARD, 32, 16, NULL);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_DISCARD, unmap16, sizeof(unmap16));
-	submit_sync(&e, &t, TD_OP_WRITE_ZEROES, 64, 8, NULL);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_WRITE_ZEROES, zero16, sizeof(zero16));
-
-	assert_true(all_value(env_disk(&e, 32), 16 * TD_SECTOR_SIZE, 0));
-	assert_true(all_value(env_disk(&e, 64), 8 * TD_SECTOR_SIZE, 0));
-	assert_int_equal(env_disk(&e, 31)[TD_SECTOR_SIZE - 1], 0xab);
-	assert_int_equal(env_disk(&e, 48)[0], 0xab);
-	assert_int_equal(env_disk(&e, 72)[0], 0xab);
-	env_destroy(&e);
-}
-
-static void test_prep_default_counts_logical_blocks_on_4k_disk(void **state)
-{
-	static const uint8_t write10[] = { 0x2a, 0, 0, 0, 0, 0x01, 0, 0, 0x01, 0 };
-	struct env_opts o;
-	struct env e;
-	struct tbio t;
-	uint8_t *buf = xmalloc(4096);
-
-	(void)state;
-	prep_reset();
-	env_opts_default(&o);
-	o.lbs = 4096;
-	env_create(&e, &o);
-	td_queue_set_prep(e.q, recording_prep);
-	fill_range(buf, 8, 8, 2);
-	submit_sync(&e, &t, TD_OP_WRITE, 8, 8, buf);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_WRITE, write10, sizeof(write10));
-	assert_memory_equal(env_disk(&e, 8), buf, 4096);
-	env_destroy(&e);
-	free(buf);
-}
-
-static void test_prep_default_uses_write16_beyond_32_bit_lba(void **state)
-{
-	static const uint8_t write16[] = { 0x8a, 0, 0, 0, 0, 0x01, 0, 0, 0, 0,
-					   0, 0, 0, 0x08, 0, 0 };
-	struct env_opts o;
-	struct env e;
-	struct tbio t;
-	uint8_t buf[8 * TD_SECTOR_SIZE];
-
-	(void)state;
-	prep_reset();
-	env_opts_default(&o);
-	o.null_backend = true;
-	o.size_bytes = 4ULL << 40; /* 2^33 sectors */
-	env_create(&e, &o);
-	td_queue_set_prep(e.q, recording_prep);
-	memset(buf, 0, sizeof(buf));
-	submit_sync(&e, &t, TD_OP_WRITE, 1ULL << 32, 8, buf);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_cmd(TD_OP_WRITE, write16, sizeof(write16));
-	env_destroy(&e);
 }
 
 /* ---- DEFER ---------------------------------------------------------------------------- */
@@ -743,77 +871,79 @@ static void test_prep_defer_retried_by_timer_until_resource_frees(void **state)
 
 /* ---- KILL ----------------------------------------------------------------------------- */
 
-static void test_bio_past_end_of_disk_is_killed_with_eio(void **state)
+/*
+ * A bio prep must KILL: it fails with -EIO before the drive, takes no tag and
+ * writes nothing; then a neighbouring valid bio of the same disk succeeds.
+ */
+struct kill_case {
+	const char *name;
+	uint32_t lbs;
+	uint64_t size_bytes;
+	enum td_op op; /* the bio killed */
+	uint64_t sector;
+	uint32_t nr_sectors;
+	uint64_t good_sector; /* a write that is fine */
+	uint32_t good_nr_sectors;
+};
+
+static const struct kill_case kill_cases[] = {
+	{
+		.name = "kill: a write across the end of the disk",
+		.lbs = 512, .size_bytes = 1 * MIB, /* 2048 sectors */
+		.op = TD_OP_WRITE, .sector = 2040, .nr_sectors = 16,
+		.good_sector = 2047, .good_nr_sectors = 1, /* the last sector itself is fine */
+	},
+	{
+		.name = "kill: a write not aligned to a 4 KiB block",
+		.lbs = 4096, .size_bytes = 4 * MIB,
+		.op = TD_OP_WRITE, .sector = 1, .nr_sectors = 8,
+		.good_sector = 8, .good_nr_sectors = 8,
+	},
+	{
+		.name = "kill: a read of half a 4 KiB block",
+		.lbs = 4096, .size_bytes = 4 * MIB,
+		.op = TD_OP_READ, .sector = 8, .nr_sectors = 4,
+		.good_sector = 8, .good_nr_sectors = 8,
+	},
+};
+
+static void run_kill_case(void **state)
 {
+	const struct kill_case *c = *state;
+	uint32_t most = TD_MAX(c->nr_sectors, c->good_nr_sectors);
+	uint8_t *buf = xmalloc((size_t)most * TD_SECTOR_SIZE);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_drive_status ds;
 	struct env_opts o;
 	struct env e;
 	struct tbio t;
-	uint8_t *buf = xmalloc(16 * TD_SECTOR_SIZE);
-	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
-	struct td_drive_status ds;
 
-	(void)state;
 	assert_non_null(s);
 	env_opts_default(&o);
-	o.size_bytes = 1 * MIB; /* 2048 sectors */
+	o.lbs = c->lbs;
+	o.size_bytes = c->size_bytes;
 	env_create(&e, &o);
-	fill_range(buf, 2040, 16, 4);
+	fill_range(buf, c->sector, most, 4);
 
-	submit_sync(&e, &t, TD_OP_WRITE, 2040, 16, buf);
+	submit_sync(&e, &t, c->op, c->sector, c->nr_sectors, buf);
 	assert_int_equal(atomic_load(&t.err), -EIO);
 	assert_int_equal(t.bio.error, -EIO);
 	env_stats(&e, s);
 	assert_int_equal(s->counters[TD_STAT_KILLED], 1);
-	assert_int_equal(s->errors[TD_OP_WRITE], 1);
-	/* Killed before the drive: nothing written, no tag taken. */
-	assert_true(all_value(env_disk(&e, 2040), 8 * TD_SECTOR_SIZE, 0));
+	assert_int_equal(s->errors[c->op], 1);
+	/* Killed before the drive: nothing written, no command, no tag taken. */
+	assert_true(all_value(e.mem, c->size_bytes, 0));
 	td_drive_get_status(e.drive, &ds);
 	assert_int_equal(ds.commands, 0);
 	assert_int_equal(td_tag_busy(td_queue_tag_map(e.q)), 0);
 
-	/* The last sector itself is fine. */
-	submit_sync(&e, &t, TD_OP_WRITE, 2047, 1, buf);
+	fill_range(buf, c->good_sector, c->good_nr_sectors, 5);
+	submit_sync(&e, &t, TD_OP_WRITE, c->good_sector, c->good_nr_sectors, buf);
 	assert_int_equal(atomic_load(&t.err), 0);
 	env_stats(&e, s);
 	assert_int_equal(s->counters[TD_STAT_KILLED], 1);
-	assert_memory_equal(env_disk(&e, 2047), buf, TD_SECTOR_SIZE);
-	env_destroy(&e);
-	free(s);
-	free(buf);
-}
-
-static void test_misaligned_bio_on_4k_disk_is_killed(void **state)
-{
-	struct env_opts o;
-	struct env e;
-	struct tbio t;
-	uint8_t *buf = xmalloc(8 * TD_SECTOR_SIZE);
-	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
-	struct td_drive_status ds;
-
-	(void)state;
-	assert_non_null(s);
-	env_opts_default(&o);
-	o.lbs = 4096;
-	env_create(&e, &o);
-	fill_range(buf, 0, 8, 5);
-
-	submit_sync(&e, &t, TD_OP_WRITE, 1, 8, buf);
-	assert_int_equal(atomic_load(&t.err), -EIO);
-	env_stats(&e, s);
-	assert_int_equal(s->counters[TD_STAT_KILLED], 1);
-
-	submit_sync(&e, &t, TD_OP_READ, 8, 4, buf); /* half a block */
-	assert_int_equal(atomic_load(&t.err), -EIO);
-	env_stats(&e, s);
-	assert_int_equal(s->counters[TD_STAT_KILLED], 2);
-	assert_true(all_value(e.mem, 16 * TD_SECTOR_SIZE, 0));
-	td_drive_get_status(e.drive, &ds);
-	assert_int_equal(ds.commands, 0);
-
-	submit_sync(&e, &t, TD_OP_WRITE, 8, 8, buf);
-	assert_int_equal(atomic_load(&t.err), 0);
-	assert_memory_equal(env_disk(&e, 8), buf, 4096);
+	assert_memory_equal(env_disk(&e, c->good_sector), buf,
+			    (size_t)c->good_nr_sectors * TD_SECTOR_SIZE);
 	env_destroy(&e);
 	free(s);
 	free(buf);
@@ -1007,17 +1137,22 @@ static void test_reset_requeues_held_writes_in_dispatch_order(void **state)
 
 	/* The reply counts the requeued commands, not the one that never had a tag. */
 	assert_int_equal(td_queue_reset(e.q, false), 3);
-	/* Held again, each now on its first retry, in the original order. */
+	/*
+	 * td-kblockd dispatches them again and the drive holds them again, in
+	 * the original order; a user's reset charged them no retry.
+	 */
+	assert_true(wait_hung(&e, 3));
 	assert_int_equal(td_queue_get_tags(e.q, info, 4), 3);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(info[i].sector, sectors[i]);
-		assert_int_equal(info[i].retries, 1);
+		assert_int_equal(info[i].retries, 0);
 	}
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(atomic_load(&t[i].ended), 0);
 
 	assert_int_equal(td_queue_reset(e.q, false), 3);
 	for (int i = 0; i < 4; i++) {
+		assert_true(wait_ended(&t[i]));
 		assert_int_equal(atomic_load(&t[i].ended), 1);
 		assert_int_equal(atomic_load(&t[i].err), 0);
 		assert_memory_equal(env_disk(&e, sectors[i]), buf + i * 8 * TD_SECTOR_SIZE,
@@ -1054,12 +1189,61 @@ static void test_reset_requeues_held_writes_in_dispatch_order(void **state)
 	free(buf);
 }
 
-static void test_reset_fails_requests_with_eio_after_max_retries(void **state)
+/*
+ * A user's reset charges no retry: ten of them in a row, with max_retries 5,
+ * and the command held each time still completes with its data.
+ */
+static void test_user_resets_requeue_without_using_retries(void **state)
 {
-	static const uint64_t sectors[3] = { 16, 800, 400 };
 	struct env_opts o;
 	struct env e;
-	struct tbio t[3];
+	struct tbio t;
+	uint8_t buf[8 * TD_SECTOR_SIZE];
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_tag_info info;
+
+	(void)state;
+	assert_non_null(s);
+	env_opts_default(&o);
+	o.max_retries = 5;
+	env_create(&e, &o);
+	/* Held at its first eleven dispatches: the ten resets requeue it each time. */
+	assert_int_equal(td_inject_add_hang(td_drive_inject(e.drive), 11), 0);
+	fill_range(buf, 120, 8, 12);
+	tbio_init(&t, NULL, TD_OP_WRITE, 120, 8, buf);
+	td_queue_submit(e.q, &t.bio);
+	assert_true(wait_hung(&e, 1));
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(td_queue_reset(e.q, false), 1);
+		assert_true(wait_hung(&e, 1)); /* dispatched again, and held */
+		assert_int_equal(td_queue_get_tags(e.q, &info, 1), 1);
+		assert_int_equal(info.retries, 0);
+		assert_int_equal(atomic_load(&t.ended), 0);
+	}
+	assert_int_equal(td_queue_reset(e.q, false), 1);
+	assert_true(wait_ended(&t));
+	assert_int_equal(atomic_load(&t.err), 0);
+	assert_memory_equal(env_disk(&e, 120), buf, sizeof(buf));
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_RESETS], 11);
+	assert_int_equal(s->counters[TD_STAT_REQUEUED], 11);
+	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 0);
+	assert_int_equal(s->counters[TD_STAT_TIMEOUTS], 0);
+	assert_int_equal(s->errors[TD_OP_WRITE], 0);
+	env_destroy(&e);
+	free(s);
+}
+
+/*
+ * A command that times out again and again uses a retry each time, and fails
+ * with EIO once it has used more than max_retries: three timeouts with
+ * max_retries 2, two requeues, then EIO; the disk never sees the write.
+ */
+static void test_command_timing_out_repeatedly_fails_with_eio_after_max_retries(void **state)
+{
+	struct env_opts o;
+	struct env e;
+	struct tbio t;
 	uint8_t *buf = xmalloc(8 * TD_SECTOR_SIZE);
 	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
 	struct td_drive_status ds;
@@ -1069,31 +1253,23 @@ static void test_reset_fails_requests_with_eio_after_max_retries(void **state)
 	env_opts_default(&o);
 	o.trace = true;
 	o.max_retries = 2;
+	o.timeout_ms = 20;
 	env_create(&e, &o);
 	assert_int_equal(td_inject_add_hang(td_drive_inject(e.drive), TD_INJECT_FOREVER), 0);
 	fill_range(buf, 0, 8, 11);
 
-	for (int i = 0; i < 3; i++) {
-		tbio_init(&t[i], NULL, TD_OP_WRITE, sectors[i], 8, buf);
-		td_queue_submit(e.q, &t[i].bio);
-	}
-	assert_int_equal(td_queue_reset(e.q, false), 3);
-	assert_int_equal(td_queue_reset(e.q, false), 3);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(atomic_load(&t[i].ended), 0);
-	/* The third reset would be the third retry: more than max_retries = 2. */
-	assert_int_equal(td_queue_reset(e.q, false), 0);
-	for (int i = 0; i < 3; i++) {
-		assert_int_equal(atomic_load(&t[i].ended), 1);
-		assert_int_equal(atomic_load(&t[i].err), -EIO);
-		assert_true(all_value(env_disk(&e, sectors[i]), 8 * TD_SECTOR_SIZE, 0));
-	}
+	tbio_init(&t, NULL, TD_OP_WRITE, 400, 8, buf);
+	td_queue_submit(e.q, &t.bio);
+	assert_true(wait_ended(&t));
+	assert_int_equal(atomic_load(&t.err), -EIO);
+	assert_true(all_value(env_disk(&e, 400), 8 * TD_SECTOR_SIZE, 0));
 	env_stats(&e, s);
-	assert_int_equal(s->counters[TD_STAT_REQUEUED], 6);
+	assert_int_equal(s->counters[TD_STAT_TIMEOUTS], 3);
 	assert_int_equal(s->counters[TD_STAT_RESETS], 3);
-	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 3);
-	assert_int_equal(s->ios[TD_OP_WRITE], 3);
-	assert_int_equal(s->errors[TD_OP_WRITE], 3);
+	assert_int_equal(s->counters[TD_STAT_REQUEUED], 2);
+	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 1);
+	assert_int_equal(s->ios[TD_OP_WRITE], 1);
+	assert_int_equal(s->errors[TD_OP_WRITE], 1);
 	assert_int_equal(env_status(&e).in_flight, 0);
 	assert_int_equal(td_tag_busy(td_queue_tag_map(e.q)), 0);
 	td_drive_get_status(e.drive, &ds);
@@ -1101,14 +1277,84 @@ static void test_reset_fails_requests_with_eio_after_max_retries(void **state)
 
 	struct trace_log *log = trace_collect(&e);
 
-	assert_int_equal(trace_count(log, 'R'), 9);
-	assert_int_equal(trace_count(log, 'D'), 9);
-	assert_int_equal(trace_count(log, 'C'), 3);
+	assert_int_equal(trace_count(log, 'R'), 3);
+	assert_int_equal(trace_count(log, 'D'), 3);
+	assert_int_equal(trace_count(log, 'C'), 1);
 	for (size_t i = 0; i < log->n; i++)
 		if (log->ev[i].action == 'C')
 			assert_int_equal(log->ev[i].error, -EIO);
 	free(log);
 	td_inject_clear(td_drive_inject(e.drive));
+	env_destroy(&e);
+	free(s);
+	free(buf);
+}
+
+static _Atomic uint64_t fake_ns;
+
+static uint64_t fake_now(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&fake_ns);
+}
+
+/*
+ * A timeout charges a retry to the commands that timed out, not to the
+ * younger ones it requeues along with them. On the queue's own clock: A is
+ * dispatched at 0, B at 30 ms, the timeout is 50 ms; at 51 ms only A has
+ * timed out.
+ */
+static void test_timeout_charges_a_retry_only_to_the_timed_out_command(void **state)
+{
+	struct env_opts o;
+	struct env e;
+	struct tbio t[2];
+	uint8_t *buf = xmalloc(2 * 8 * TD_SECTOR_SIZE);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_tag_info info[2];
+
+	(void)state;
+	assert_non_null(s);
+	atomic_store(&fake_ns, 2000 * TD_NSEC_PER_SEC);
+	env_opts_default(&o);
+	o.timeout_ms = 50;
+	o.elevator = "noop";
+	o.clock = (struct td_clock){ .now_ns = fake_now };
+	env_create(&e, &o);
+	/* Both held at their first dispatch and again at the one after the timeout. */
+	assert_int_equal(td_inject_add_hang(td_drive_inject(e.drive), 4), 0);
+	for (int i = 0; i < 2; i++)
+		fill_range(buf + i * 8 * TD_SECTOR_SIZE, (uint64_t)i * 64, 8, 13);
+
+	tbio_init(&t[0], NULL, TD_OP_WRITE, 0, 8, buf);
+	td_queue_submit(e.q, &t[0].bio);
+	atomic_fetch_add(&fake_ns, 30 * TD_NSEC_PER_MSEC);
+	tbio_init(&t[1], NULL, TD_OP_WRITE, 64, 8, buf + 8 * TD_SECTOR_SIZE);
+	td_queue_submit(e.q, &t[1].bio);
+	assert_true(wait_hung(&e, 2));
+
+	atomic_fetch_add(&fake_ns, 21 * TD_NSEC_PER_MSEC);
+	assert_true(wait_counter(&e, TD_STAT_TIMEOUTS, 1));
+	assert_true(wait_hung(&e, 2)); /* both dispatched again, and held */
+	assert_int_equal(td_queue_get_tags(e.q, info, 2), 2);
+	assert_int_equal(info[0].sector, 0);
+	assert_int_equal(info[0].retries, 1);
+	assert_int_equal(info[1].sector, 64);
+	assert_int_equal(info[1].retries, 0);
+
+	/* The clock stands still: no second timeout. A user's reset lets both go. */
+	assert_int_equal(td_queue_reset(e.q, false), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_true(wait_ended(&t[i]));
+		assert_int_equal(atomic_load(&t[i].err), 0);
+		assert_memory_equal(env_disk(&e, (uint64_t)i * 64), buf + i * 8 * TD_SECTOR_SIZE,
+				    8 * TD_SECTOR_SIZE);
+	}
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_TIMEOUTS], 1);
+	assert_int_equal(s->counters[TD_STAT_RESETS], 2);
+	assert_int_equal(s->counters[TD_STAT_REQUEUED], 4);
+	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 0);
 	env_destroy(&e);
 	free(s);
 	free(buf);
@@ -1481,12 +1727,19 @@ static void test_depth_resize_from_4_to_1_and_back_with_commands_held(void **sta
 	env_stats(&e, s);
 	assert_true(s->counters[TD_STAT_DEFERRED] >= 1);
 
-	/* Back to 4: still all four busy, so the fifth keeps waiting. */
+	/*
+	 * Back to 4: still all four busy, so the fifth keeps waiting. The run the
+	 * change asked td-kblockd for has happened once prep deferred again.
+	 */
+	uint64_t deferred = s->counters[TD_STAT_DEFERRED];
+
 	assert_int_equal(td_queue_set_depth(e.q, 4), 0);
+	assert_true(wait_counter(&e, TD_STAT_DEFERRED, deferred + 1));
 	assert_int_equal(atomic_load(&t[4].ended), 0);
 	assert_int_equal(env_status(&e).queued, 1);
 	/* One more tag lets it go; the hang is spent, so it completes at once. */
 	assert_int_equal(td_queue_set_depth(e.q, 5), 0);
+	assert_true(wait_ended(&t[4]));
 	assert_int_equal(atomic_load(&t[4].ended), 1);
 	assert_int_equal(atomic_load(&t[4].err), 0);
 	st = env_status(&e);
@@ -1497,6 +1750,7 @@ static void test_depth_resize_from_4_to_1_and_back_with_commands_held(void **sta
 	assert_int_equal(td_queue_set_depth(e.q, 1), 0);
 	assert_int_equal(td_queue_reset(e.q, false), 4);
 	for (int i = 0; i < 5; i++) {
+		assert_true(wait_ended(&t[i]));
 		assert_int_equal(atomic_load(&t[i].ended), 1);
 		assert_int_equal(atomic_load(&t[i].err), 0);
 		assert_memory_equal(env_disk(&e, (uint64_t)i * 100), buf + i * 8 * TD_SECTOR_SIZE,
@@ -1550,14 +1804,6 @@ static void test_command_timeout_resets_and_hung_write_completes(void **state)
 	free(s);
 }
 
-static _Atomic uint64_t fake_ns;
-
-static uint64_t fake_now(void *ctx)
-{
-	(void)ctx;
-	return atomic_load(&fake_ns);
-}
-
 static void test_command_timeout_is_measured_on_the_queue_clock(void **state)
 {
 	struct env_opts o;
@@ -1599,6 +1845,227 @@ static void test_command_timeout_is_measured_on_the_queue_clock(void **state)
 	env_destroy(&e);
 	done_destroy(&d);
 	free(s);
+}
+
+/* ---- who executes I/O: submitters and td-kblockd, never resets or the timer ----------- */
+
+/*
+ * An inline drive executes commands in whatever thread runs the queue. A
+ * write is held by the drive (an injected hang) and the gate is closed; then
+ * a reset takes it back, asked for by another thread (row 1) or by the timer
+ * on a command timeout (row 2). The requeued write must reach the backend in
+ * td-kblockd, and the thread that reset must not be the one stuck at the
+ * gate: the gate records the name of every thread that calls the backend.
+ */
+struct kick_case {
+	const char *name;
+	bool timeout; /* the timer resets, not a thread of ours */
+};
+
+static const struct kick_case kick_cases[] = {
+	{ .name = "kblockd: a reset returns while the write it requeued is blocked in the backend" },
+	{ .name = "kblockd: a timeout's reset leaves the requeued write to td-kblockd",
+	  .timeout = true },
+};
+
+struct admin_thread {
+	pthread_t tid;
+	struct td_queue *q;
+	unsigned int requeued;
+	atomic_bool done;
+};
+
+static void *admin_reset_main(void *arg)
+{
+	struct admin_thread *a = arg;
+
+	pthread_setname_np(pthread_self(), "test-admin");
+	a->requeued = td_queue_reset(a->q, false);
+	atomic_store(&a->done, true);
+	return NULL;
+}
+
+static void run_kick_case(void **state)
+{
+	const struct kick_case *c = *state;
+	struct admin_thread a = { 0 };
+	uint8_t buf[8 * TD_SECTOR_SIZE];
+	struct env_opts o;
+	struct env e;
+	struct tbio t;
+	bool returned = true, blocked, timed_out = true;
+
+	env_opts_default(&o);
+	o.workers = 0;
+	o.gate = true;
+	o.timeout_ms = c->timeout ? 50 : 0;
+	o.max_retries = 100; /* the write may time out again while the gate holds it */
+	env_create(&e, &o);
+	assert_int_equal(td_inject_add_hang(td_drive_inject(e.drive), 1), 0);
+	fill_range(buf, 200, 8, 14);
+	tbio_init(&t, NULL, TD_OP_WRITE, 200, 8, buf);
+	td_queue_submit(e.q, &t.bio);
+	assert_true(wait_hung(&e, 1));
+	atomic_store(&e.gate->block_writes, true);
+
+	if (!c->timeout) {
+		a.q = e.q;
+		assert_int_equal(pthread_create(&a.tid, NULL, admin_reset_main, &a), 0);
+		returned = wait_flag(&a.done, WAIT_MS);
+	} else {
+		timed_out = wait_counter(&e, TD_STAT_TIMEOUTS, 1);
+	}
+	/* Still at the gate after the reset returned: it returned while the write was blocked. */
+	blocked = gate_wait_waiting(e.gate, 1);
+	atomic_store(&e.gate->block_writes, false);
+	gate_release(e.gate, 1);
+	if (!c->timeout)
+		assert_int_equal(pthread_join(a.tid, NULL), 0);
+
+	assert_true(returned);
+	assert_true(timed_out);
+	assert_true(blocked);
+	if (!c->timeout)
+		assert_int_equal(a.requeued, 1);
+	assert_true(wait_ended(&t));
+	assert_int_equal(atomic_load(&t.err), 0);
+	assert_memory_equal(env_disk(&e, 200), buf, sizeof(buf));
+	assert_true(gate_called_by(e.gate, "td-kblockd"));
+	assert_false(gate_called_by(e.gate, "test-admin"));
+	assert_false(gate_called_by(e.gate, "td-timer"));
+	env_destroy(&e);
+}
+
+/* ---- bounded drain -------------------------------------------------------------------- */
+
+/*
+ * td_queue_drain_timeout() with writes blocked in the backend (the gate stays
+ * closed): after the bound, every request fails with EIO, the ones in the
+ * backend included, while their calls are still blocked; the queue is dead
+ * (a new bio fails at once); when the calls return, their results are
+ * dropped (nothing ends twice). The last row drains in time: 0, and the
+ * queue keeps serving.
+ */
+struct drain_case {
+	const char *name;
+	unsigned int workers;
+	bool blocked;		  /* close the gate */
+	unsigned int in_backend;  /* writes blocked in the backend */
+	unsigned int failed;	  /* what the drain reports */
+};
+
+static const struct drain_case drain_cases[] = {
+	{ .name = "bounded drain: inline drive, the submitter blocked in the backend",
+	  .workers = 0, .blocked = true, .in_backend = 1, .failed = 3 },
+	{ .name = "bounded drain: two workers blocked in the backend",
+	  .workers = 2, .blocked = true, .in_backend = 2, .failed = 4 },
+	{ .name = "bounded drain: everything completes in time", .workers = 2 },
+};
+
+struct submitter {
+	pthread_t tid;
+	struct td_queue *q;
+	struct tbio *t;
+};
+
+static void *submit_main(void *arg)
+{
+	struct submitter *sm = arg;
+
+	td_queue_submit(sm->q, &sm->t->bio);
+	return NULL;
+}
+
+static void run_drain_case(void **state)
+{
+	const struct drain_case *c = *state;
+	uint8_t *buf = xmalloc(4 * 8 * TD_SECTOR_SIZE);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_queue_status st;
+	struct submitter sm;
+	struct env_opts o;
+	struct env e;
+	struct tbio t[5];
+	unsigned int nr = 0;
+
+	assert_non_null(s);
+	env_opts_default(&o);
+	o.workers = c->workers;
+	o.gate = true;
+	o.elevator = "noop";
+	env_create(&e, &o);
+	atomic_store(&e.gate->block_writes, c->blocked);
+	for (int i = 0; i < 4; i++)
+		fill_range(buf + i * 8 * TD_SECTOR_SIZE, (uint64_t)i * 64, 8, 15);
+
+	/* W0 from a thread of its own: with an inline drive it is the one blocked. */
+	tbio_init(&t[nr], NULL, TD_OP_WRITE, 0, 8, buf);
+	sm = (struct submitter){ .q = e.q, .t = &t[nr++] };
+	assert_int_equal(pthread_create(&sm.tid, NULL, submit_main, &sm), 0);
+	if (c->blocked)
+		assert_true(gate_wait_waiting(e.gate, 1));
+	if (c->workers) {
+		tbio_init(&t[nr], NULL, TD_OP_WRITE, 64, 8, buf + 8 * TD_SECTOR_SIZE);
+		td_queue_submit(e.q, &t[nr++].bio);
+		if (c->blocked)
+			assert_true(gate_wait_waiting(e.gate, 2));
+	}
+	/* A flush waits for them, and a write waits behind the flush. */
+	tbio_init(&t[nr], NULL, TD_OP_FLUSH, 0, 0, NULL);
+	td_queue_submit(e.q, &t[nr++].bio);
+	tbio_init(&t[nr], NULL, TD_OP_WRITE, 128, 8, buf + 2 * 8 * TD_SECTOR_SIZE);
+	td_queue_submit(e.q, &t[nr++].bio);
+
+	if (!c->blocked) {
+		assert_int_equal(td_queue_drain_timeout(e.q, WAIT_MS), 0);
+		assert_int_equal(pthread_join(sm.tid, NULL), 0);
+		for (unsigned int i = 0; i < nr; i++) {
+			assert_int_equal(atomic_load(&t[i].ended), 1);
+			assert_int_equal(atomic_load(&t[i].err), 0);
+		}
+		/* Not dead: it serves on. */
+		submit_sync_wait(&e, &t[nr], TD_OP_WRITE, 192, 8, buf + 3 * 8 * TD_SECTOR_SIZE);
+		assert_int_equal(atomic_load(&t[nr].err), 0);
+		assert_memory_equal(env_disk(&e, 192), buf + 3 * 8 * TD_SECTOR_SIZE,
+				    8 * TD_SECTOR_SIZE);
+		env_destroy(&e);
+		free(s);
+		free(buf);
+		return;
+	}
+
+	assert_int_equal(td_queue_drain_timeout(e.q, 20), (int)c->failed);
+	for (unsigned int i = 0; i < nr; i++) {
+		assert_int_equal(atomic_load(&t[i].ended), 1);
+		assert_int_equal(atomic_load(&t[i].err), -EIO);
+	}
+	/* Failed while the backend calls are still blocked. */
+	assert_int_equal(atomic_load(&e.gate->waiting), c->in_backend);
+	st = env_status(&e);
+	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.requests_used, 0);
+	assert_int_equal(st.tags_in_use, 0);
+	env_stats(&e, s);
+	assert_int_equal(s->errors[TD_OP_WRITE], nr - 1);
+	assert_int_equal(s->errors[TD_OP_FLUSH], 1);
+	/* Dead: a new bio fails at once, and a second drain has nothing to wait for. */
+	submit_sync(&e, &t[nr], TD_OP_WRITE, 192, 8, buf + 3 * 8 * TD_SECTOR_SIZE);
+	assert_int_equal(atomic_load(&t[nr].err), -EIO);
+	assert_int_equal(td_queue_drain_timeout(e.q, 0), 0);
+
+	/* The calls return; their results are dropped and nothing ends twice. */
+	atomic_store(&e.gate->block_writes, false);
+	gate_release(e.gate, c->in_backend);
+	assert_int_equal(pthread_join(sm.tid, NULL), 0);
+	assert_true(wait_drive_idle(&e));
+	for (unsigned int i = 0; i <= nr; i++)
+		assert_int_equal(atomic_load(&t[i].ended), 1);
+	env_stats(&e, s);
+	assert_int_equal(s->ios[TD_OP_WRITE], nr - 1);
+	env_destroy(&e);
+	free(s);
+	free(buf);
 }
 
 /* ---- bio mode and windows ------------------------------------------------------------- */
@@ -2126,22 +2593,27 @@ static void test_stress_resets_under_load_keep_every_completed_write(void **stat
 	free(want);
 }
 
+/* A table's rows as cmocka cases, each with its row as the initial state. */
+#define TABLE_CASES(fn, table, out, n)                                                   \
+	do {                                                                             \
+		for (size_t i_ = 0; i_ < TD_ARRAY_SIZE(table); i_++)                      \
+			(out)[(n)++] = (struct CMUnitTest){ .name = (table)[i_].name,     \
+							    .test_func = (fn),            \
+							    .initial_state = (void *)&(table)[i_] }; \
+	} while (0)
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_prep_default_encodes_write10_read10_fua_and_sync_cache),
-		cmocka_unit_test(test_prep_default_encodes_write_same_for_discard_and_write_zeroes),
-		cmocka_unit_test(test_prep_default_counts_logical_blocks_on_4k_disk),
-		cmocka_unit_test(test_prep_default_uses_write16_beyond_32_bit_lba),
+	static const struct CMUnitTest single[] = {
 		cmocka_unit_test(test_third_read_deferred_while_two_tags_busy_then_completes),
 		cmocka_unit_test(test_prep_defer_retried_by_timer_until_resource_frees),
-		cmocka_unit_test(test_bio_past_end_of_disk_is_killed_with_eio),
-		cmocka_unit_test(test_misaligned_bio_on_4k_disk_is_killed),
 		cmocka_unit_test(test_get_tags_lists_blocked_commands_oldest_first),
 		cmocka_unit_test(test_tag_is_free_when_end_io_runs_inline),
 		cmocka_unit_test(test_tag_is_free_when_end_io_runs_on_worker),
 		cmocka_unit_test(test_reset_requeues_held_writes_in_dispatch_order),
-		cmocka_unit_test(test_reset_fails_requests_with_eio_after_max_retries),
+		cmocka_unit_test(test_user_resets_requeue_without_using_retries),
+		cmocka_unit_test(test_command_timing_out_repeatedly_fails_with_eio_after_max_retries),
+		cmocka_unit_test(test_timeout_charges_a_retry_only_to_the_timed_out_command),
 		cmocka_unit_test(test_flush_in_a_batch_orders_writes_and_blocks_merging),
 		cmocka_unit_test(test_flush_waits_for_writes_in_flight_and_holds_later_writes),
 		cmocka_unit_test(test_overlapping_writes_never_in_flight_together),
@@ -2158,9 +2630,20 @@ int main(void)
 		cmocka_unit_test(test_destroy_right_after_drain_is_safe),
 		cmocka_unit_test(test_stress_resets_under_load_keep_every_completed_write),
 	};
+	struct CMUnitTest tests[TD_ARRAY_SIZE(single) + TD_ARRAY_SIZE(prep_cases) +
+			       TD_ARRAY_SIZE(kill_cases) + TD_ARRAY_SIZE(kick_cases) +
+			       TD_ARRAY_SIZE(drain_cases)];
+	size_t n = 0;
+
+	TABLE_CASES(run_prep_case, prep_cases, tests, n);
+	TABLE_CASES(run_kill_case, kill_cases, tests, n);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(single); i++)
+		tests[n++] = single[i];
+	TABLE_CASES(run_kick_case, kick_cases, tests, n);
+	TABLE_CASES(run_drain_case, drain_cases, tests, n);
 
 	/* Resets and timeouts are logged; the tests check them through the stats. */
 	td_log_init("test_queue", TD_LOG_ERR);
 	alarm(WATCHDOG_S);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return _cmocka_run_group_tests("test_queue", tests, n, NULL, NULL);
 }

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * queue_int.h - what the request queue's files share: the queue itself
+ * and the helpers that take requests off the drive's books and end them.
+ *
+ *   queue.c        submission and insert, dispatch, barriers, completion,
+ *                  drain, and the kick thread (td-kblockd);
+ *   queue_bio.c    bio mode and stacking make_request functions (windows);
+ *   timeout.c      resets, command timeouts (the td-timer thread) and the
+ *                  abort that ends a bounded drain;
+ *   queue_setup.c  creation and destruction, run-time settings, snapshots.
+ *
+ * LOCKING: each field says what guards it; the lock order is in
+ * tagdisk/queue.h. Functions named _locked expect q->lock held.
+ */
+#ifndef TAGDISK_QUEUE_INT_H
+#define TAGDISK_QUEUE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "common/clock.h"
+#include "common/compiler.h"
+#include "common/list.h"
+#include "common/lock.h"
+#include "common/rbtree.h"
+#include "tagdisk/elevator.h"
+#include "tagdisk/queue.h"
+#include "tagdisk/request.h"
+#include "tagdisk/trace.h"
+
+struct td_drive;
+struct td_tag_map;
+struct td_stats;
+struct td_rangelock;
+
+struct td_queue {
+	/* Fixed at creation; read without the lock, so kept off the lock's cache line. */
+	enum td_queue_mode mode;
+	uint64_t capacity;	 /* sectors, whole disk */
+	uint32_t lbs;		 /* logical block size, bytes */
+	uint32_t max_sectors;
+	uint32_t nr_requests;
+	struct td_drive *drive;
+	struct td_tag_map *tags;
+	struct td_stats *stats;
+	struct td_trace *trace;
+	struct td_rangelock *rangelock;
+	struct td_clock clock;
+	td_prep_fn prep;
+	td_make_request_fn make_request;
+	void *make_request_data;
+	uint64_t window_start; /* sectors; window_nr 0: no window */
+	uint64_t window_nr;
+
+	_Alignas(64) struct td_mutex lock;
+	struct td_mutex reset_lock; /* serialises resets; taken before lock */
+
+	/* Guarded by lock. */
+	struct td_elv_tunables tunables;
+	struct td_elv_queue eq; /* what the elevator sees: points at tunables and clock */
+	struct td_elevator *elv;
+	struct td_rq_pool pool;
+	struct td_list dispatch;
+	struct td_list in_flight;
+	struct td_rb_root write_tree;
+	uint32_t nr_dispatch;
+	uint32_t nr_in_flight;
+	uint64_t seq;
+	unsigned int gen;     /* bumped by every reset and by the abort */
+	unsigned int stopped; /* dispatch is stopped while non-zero (reset in progress) */
+	bool barrier_inflight;
+	bool defer_retry; /* prep deferred with nothing in flight: the timer reruns us */
+	uint32_t command_timeout_ms;
+	uint32_t max_retries;
+	_Atomic unsigned int drain_waiters; /* changed under lock, read without it */
+	struct td_cond drain_cond;
+	/*
+	 * A bounded drain gave up: nothing is dispatched any more and every new
+	 * bio fails with -EIO. Set under lock, read without it (bio mode).
+	 */
+	atomic_bool dead;
+
+	/* Timer thread (td-timer); guarded by lock. */
+	pthread_t timer;
+	bool timer_started;
+	bool timer_stop;
+	struct td_cond timer_cond;
+
+	/* Kick thread (td-kblockd); guarded by lock. */
+	pthread_t kblockd;
+	bool kblockd_started;
+	bool kblockd_stop;
+	bool kick_pending; /* run the queue */
+	bool kick_map;	   /* and kick every user of the tag map first */
+	struct td_cond kblockd_cond;
+
+	/* Bios submitted and not yet ended: changed by every submission and end. */
+	_Alignas(64) _Atomic uint64_t outstanding;
+};
+
+/*
+ * Bios to end once no lock is held, each with its ->error set, and the
+ * number of requests they came from (for the stats' in-flight count).
+ */
+struct td_bio_list {
+	struct td_bio *head;
+	struct td_bio *tail;
+	unsigned int nr_rqs;
+	uint64_t now;
+	/* Per-request accounting, done after the lock is dropped (a batch at a time). */
+	unsigned int nr_acct;
+	struct {
+		uint64_t latency_ns;
+		uint32_t nr_sectors;
+		int16_t error;
+		uint8_t op;
+	} acct[32];
+};
+
+/* Return: the queue clock's time. */
+static inline uint64_t td_queue_now(const struct td_queue *q)
+{
+	return td_clock_now(&q->clock);
+}
+
+static inline void td_queue_trace_bio(struct td_queue *q, enum td_trace_action action,
+				      const struct td_bio *bio, int tag, int error, uint64_t now)
+{
+	td_trace_emit(q->trace, action, bio->op, bio->flags & TD_BIO_FUA, bio->sector,
+		      bio->nr_sectors, bio->pid, tag, error, now);
+}
+
+static inline void td_queue_trace_rq(struct td_queue *q, enum td_trace_action action,
+				     const struct td_request *rq, int error, uint64_t now)
+{
+	td_trace_emit(q->trace, action, rq->op, rq->flags & TD_RQ_FUA, rq->sector, rq->nr_sectors,
+		      rq->pid, rq->tag, error, now);
+}
+
+/* queue.c */
+
+/*
+ * Take @rq (INFLIGHT) off the drive's books: end its tag first (so the tag is
+ * free before anyone hears of the completion), unlink it from the in-flight
+ * list, the write tree and the barrier. Return: true when tag users must be kicked.
+ */
+bool td_queue_detach_inflight_locked(struct td_queue *q, struct td_request *rq) td_nonnull(1, 2);
+
+/*
+ * Account @rq as finished with @error, queue its bios on @ends and free it.
+ * @tag is the tag it completed under (already ended), for the C event.
+ */
+void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int tag, int error,
+				 struct td_bio_list *ends, uint64_t now) td_nonnull(1, 2, 5);
+
+/*
+ * A bio has ended: drop it from the drain count (q->outstanding). After the
+ * count reaches zero a drainer may destroy @q: touch nothing of it after.
+ */
+void td_queue_bio_done(struct td_queue *q) td_nonnull(1);
+
+/* End @bio with @error (its end_io, then td_queue_bio_done()). No lock held. */
+void td_queue_end_bio(struct td_queue *q, struct td_bio *bio, int error) td_nonnull(1, 2);
+
+/* End the bios on @ends. No lock held; after the last one, @q may be gone. */
+void td_queue_end_bios(struct td_queue *q, struct td_bio_list *ends) td_nonnull(1, 2);
+
+/* Move everything the elevator holds to the tail of the dispatch list, in its order. */
+void td_queue_drain_elevator_locked(struct td_queue *q) td_nonnull(1);
+
+/*
+ * Ask td-kblockd to run the queue (and, with @map, to kick every user of the
+ * tag map first). Never blocks; several kicks before it runs make one run.
+ */
+void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
+
+/* The drive's completion function (td_drive_attach). */
+void td_queue_complete(void *ctx, struct td_list *done) td_nonnull(1, 2);
+
+/* The kick thread; started by td_queue_create() in rq mode. */
+void *td_queue_kblockd_main(void *arg) td_nonnull(1);
+
+/* queue_bio.c */
+
+/* Bio mode: build the command, execute it in this thread, end @bio. */
+void td_queue_bio_make_request(struct td_queue *q, struct td_bio *bio) td_nonnull(1, 2);
+
+/*
+ * Hand @bio to the stacking make_request function (q->make_request, set).
+ * Return: true when the function ended it; false when it passes it on.
+ */
+bool td_queue_stacked_make_request(struct td_queue *q, struct td_bio *bio) td_nonnull(1, 2);
+
+/* timeout.c */
+
+/* The timer thread; started by td_queue_create() in rq mode. */
+void *td_queue_timer_main(void *arg) td_nonnull(1);
+
+/*
+ * Fail every request of @q, queued or at the drive, with -EIO, abandoning
+ * the commands the drive holds (td_drive_abandon), and leave the queue dead.
+ * @waited_ms is for the log line. Call with no lock held.
+ * Return: the number of requests failed.
+ */
+unsigned int td_queue_abort(struct td_queue *q, uint32_t waited_ms) td_nonnull(1);
+
+#endif /* TAGDISK_QUEUE_INT_H */

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * timeout.c - taking commands back from the drive: resets, command timeouts
+ * and the abort of a bounded drain (Linux keeps blk-timeout.c apart from the
+ * data path too).
+ *
+ * A reset (td_queue_reset, or the timer on a command timeout):
+ *   1. under the queue lock: stop dispatching (q->stopped) and bump the
+ *      generation, so completions of older generations are ignored;
+ *   2. quiesce the drive: it drops what it had not started and waits for the
+ *      backend calls in progress (their results are dropped);
+ *   3. under the queue lock: charge a retry to the commands that timed out,
+ *      end every tag and put each request back at the head of the dispatch
+ *      list in dispatch order (an R event each); a request over max_retries
+ *      fails with -EIO instead; resume dispatching;
+ *   4. hand the run to td-kblockd: the thread that asked for the reset never
+ *      executes the requeued commands (nor does the timer ever execute any).
+ *
+ * Retries. rq->retries is what max_retries limits, and only a command's own
+ * timeout uses one: a timeout charges the oldest command and every other one
+ * older than command_timeout_ms when the drive has been quiesced. The other
+ * commands in flight did nothing wrong and are requeued for free, as they are
+ * by a reset from the admin socket, so no number of user resets fails a slow
+ * command. (A command whose execution fails completes with its error; the
+ * drive has no failure that asks for a retry.)
+ *
+ * The timer thread (td-timer, rq mode) looks at the oldest command every
+ * quarter of command_timeout_ms (at most every 100 ms) and resets when it is
+ * older than that; and when prep deferred with nothing in flight (nothing
+ * would run the queue again) it asks td-kblockd for a run 1 ms later.
+ *
+ * The abort (td_queue_drain_timeout() when the bound passes) fails every
+ * request with -EIO, queued or at the drive; the drive abandons what it holds
+ * (a backend call in progress is left to return on its own, its result
+ * dropped); the queue is dead from then on.
+ */
+#include <assert.h>
+#include <errno.h>
+#include "common/log.h"
+#include "queue_int.h"
+#include "tagdisk/drive.h"
+#include "tagdisk/queue.h"
+#include "tagdisk/stats.h"
+#include "tagdisk/tag.h"
+
+/* How soon a queue whose prep deferred, with nothing in flight, is run again. */
+#define TD_DEFER_RETRY_NS (1 * TD_NSEC_PER_MSEC)
+/* How often the timer looks at the oldest command when no timeout is shorter. */
+#define TD_TIMER_PERIOD_NS (100 * TD_NSEC_PER_MSEC)
+
+/* ---- reset ---------------------------------------------------------------------------- */
+
+unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list *failed)
+{
+	struct td_list requeue = TD_LIST_INIT(requeue);
+	uint64_t now = td_queue_now(q);
+	unsigned int n = 0;
+	bool kick = false;
+
+	assert(td_lock_held(&q->lock));
+	while (!td_list_empty(&q->in_flight)) {
+		struct td_request *rq =
+			td_list_first_entry(&q->in_flight, struct td_request, queuelist);
+
+		/* The tag is gone with the reset; the request keeps its place in line. */
+		td_queue_trace_rq(q, TD_TA_REQUEUE, rq, 0, now);
+		kick |= td_queue_detach_inflight_locked(q, rq);
+		if (rq->retries > q->max_retries) {
+			rq->error = -EIO;
+			td_stats_add(q->stats, TD_STAT_RETRIES_EXHAUSTED, 1);
+			td_list_add_tail(&rq->queuelist, failed);
+			continue;
+		}
+		rq->state = TD_RQ_DISPATCH;
+		td_list_add_tail(&rq->queuelist, &requeue);
+		q->nr_dispatch++;
+		n++;
+	}
+	td_list_splice_init(&requeue, &q->dispatch);
+	td_stats_add(q->stats, TD_STAT_REQUEUED, n);
+	if (kick)
+		q->defer_retry = true; /* the timer kicks other users of the map soon */
+	return n;
+}
+
+/* Charge a retry to the commands that timed out (see the top of the file). */
+static void charge_timed_out_locked(struct td_queue *q)
+{
+	uint64_t timeout_ns = (uint64_t)q->command_timeout_ms * TD_NSEC_PER_MSEC;
+	uint64_t now = td_queue_now(q);
+	struct td_list *pos;
+	bool oldest = true;
+
+	assert(td_lock_held(&q->lock));
+	td_list_for_each(pos, &q->in_flight) {
+		struct td_request *rq = td_list_entry(pos, struct td_request, queuelist);
+
+		/* In dispatch order: once one is young enough, so are the rest. */
+		if (!oldest && (!timeout_ns || now - rq->dispatch_ns <= timeout_ns))
+			break;
+		rq->retries++;
+		oldest = false;
+	}
+}
+
+/* What the timer saw: the command whose timeout it acts on. */
+struct expired {
+	int tag;
+	enum td_op op;
+	uint64_t sector;
+	uint64_t age_ms;
+};
+
+/* Return: true when the oldest command in flight is older than command_timeout_ms. */
+static bool oldest_expired_locked(struct td_queue *q, struct expired *e)
+{
+	uint64_t timeout_ns = (uint64_t)q->command_timeout_ms * TD_NSEC_PER_MSEC;
+
+	assert(td_lock_held(&q->lock));
+	if (!timeout_ns || td_list_empty(&q->in_flight))
+		return false;
+	struct td_request *oldest = td_list_first_entry(&q->in_flight, struct td_request, queuelist);
+	uint64_t age = td_queue_now(q) - oldest->dispatch_ns;
+
+	*e = (struct expired){
+		.tag = oldest->tag,
+		.op = oldest->op,
+		.sector = oldest->sector,
+		.age_ms = age / TD_NSEC_PER_MSEC,
+	};
+	return age > timeout_ns;
+}
+
+/*
+ * Reset @q (steps at the top of the file). @timeout: a command timeout, which
+ * charges retries. @if_expired: only when the oldest command is (still)
+ * expired once the reset lock is ours, for the timer, which looked without it.
+ * Return: the number requeued.
+ */
+static unsigned int reset_queue(struct td_queue *q, bool timeout, bool if_expired)
+{
+	struct td_list failed = TD_LIST_INIT(failed);
+	struct td_bio_list ends = { 0 };
+	struct expired e;
+	unsigned int n;
+
+	td_mutex_lock(&q->reset_lock);
+	td_mutex_lock(&q->lock);
+	if (if_expired && !oldest_expired_locked(q, &e)) {
+		/* It completed meanwhile: no timeout after all. */
+		td_mutex_unlock(&q->lock);
+		td_mutex_unlock(&q->reset_lock);
+		return 0;
+	}
+	q->stopped++;
+	q->gen++; /* completions from now on belong to the old generation */
+	td_mutex_unlock(&q->lock);
+	if (if_expired)
+		td_warnx("queue: tag %d (%s, sector %llu) timed out after %llu ms", e.tag,
+			 td_op_name(e.op), (unsigned long long)e.sector,
+			 (unsigned long long)e.age_ms);
+
+	td_drive_quiesce(q->drive);
+
+	td_mutex_lock(&q->lock);
+	if (timeout)
+		charge_timed_out_locked(q);
+	n = td_queue_invalidate_tags_locked(q, &failed);
+	uint64_t now = td_queue_now(q);
+
+	while (!td_list_empty(&failed)) {
+		struct td_request *rq = td_list_first_entry(&failed, struct td_request, queuelist);
+
+		td_list_del(&rq->queuelist);
+		td_queue_end_request_locked(q, rq, TD_TAG_NONE, rq->error, &ends, now);
+	}
+	q->stopped--;
+	td_stats_add(q->stats, TD_STAT_RESETS, 1);
+	if (timeout)
+		td_stats_add(q->stats, TD_STAT_TIMEOUTS, 1);
+	/* Freed tags may let other users of the map go, and the requeued must be run. */
+	td_queue_kick_locked(q, true);
+	td_mutex_unlock(&q->lock);
+	td_mutex_unlock(&q->reset_lock);
+	td_notice("queue: drive reset%s, %u command%s requeued", timeout ? " after a command timeout" : "",
+		  n, n == 1 ? "" : "s");
+	/* Last: once the final bio has ended, a drainer may destroy the queue. */
+	td_queue_end_bios(q, &ends);
+	return n;
+}
+
+unsigned int td_queue_reset(struct td_queue *q, bool timeout)
+{
+	if (q->mode != TD_MODE_RQ)
+		return 0;
+	return reset_queue(q, timeout, false);
+}
+
+/* ---- timer ---------------------------------------------------------------------------- */
+
+void *td_queue_timer_main(void *arg)
+{
+	struct td_queue *q = arg;
+
+	td_thread_name("td-timer");
+	td_mutex_lock(&q->lock);
+	while (!q->timer_stop) {
+		uint64_t now = td_now_ns();
+		uint64_t period = TD_TIMER_PERIOD_NS;
+		uint64_t timeout_ns = (uint64_t)q->command_timeout_ms * TD_NSEC_PER_MSEC;
+		struct expired e;
+
+		if (timeout_ns && timeout_ns / 4 < period)
+			period = TD_MAX(timeout_ns / 4, TD_NSEC_PER_MSEC);
+		if (q->defer_retry)
+			period = TD_DEFER_RETRY_NS;
+		td_cond_wait_until(&q->timer_cond, &q->lock, now + period);
+		if (q->timer_stop)
+			break;
+
+		if (q->defer_retry) {
+			/* Deferred requests, or other users of a shared tag map, need a run. */
+			q->defer_retry = false;
+			td_queue_kick_locked(q, true);
+		}
+		if (oldest_expired_locked(q, &e)) {
+			td_mutex_unlock(&q->lock);
+			reset_queue(q, true, true);
+			td_mutex_lock(&q->lock);
+		}
+	}
+	td_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* ---- abort ---------------------------------------------------------------------------- */
+
+/* Fail every request in the elevator and on the dispatch list. Return: how many. */
+static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *ends, uint64_t now)
+{
+	unsigned int n = 0;
+
+	assert(td_lock_held(&q->lock));
+	td_queue_drain_elevator_locked(q);
+	while (!td_list_empty(&q->dispatch)) {
+		struct td_request *rq = td_list_first_entry(&q->dispatch, struct td_request, queuelist);
+
+		td_list_del(&rq->queuelist);
+		q->nr_dispatch--;
+		td_queue_end_request_locked(q, rq, TD_TAG_NONE, -EIO, ends, now);
+		n++;
+	}
+	return n;
+}
+
+unsigned int td_queue_abort(struct td_queue *q, uint32_t waited_ms)
+{
+	struct td_bio_list ends = { 0 };
+	unsigned int n, abandoned;
+	bool kick = false;
+
+	/* Dead first: nothing is dispatched from now on, and new bios fail at once. */
+	td_mutex_lock(&q->lock);
+	atomic_store(&q->dead, true);
+	q->gen++;
+	n = fail_queued_locked(q, &ends, td_queue_now(q));
+	td_mutex_unlock(&q->lock);
+
+	abandoned = td_drive_abandon(q->drive);
+
+	td_mutex_lock(&q->lock);
+	uint64_t now = td_queue_now(q);
+
+	while (!td_list_empty(&q->in_flight)) {
+		struct td_request *rq =
+			td_list_first_entry(&q->in_flight, struct td_request, queuelist);
+		int tag = rq->tag;
+
+		/* The drive lets go without unlinking: its lists are gone or no longer looked at. */
+		td_list_init(&rq->drive_list);
+		kick |= td_queue_detach_inflight_locked(q, rq);
+		td_queue_end_request_locked(q, rq, tag, -EIO, &ends, now);
+		n++;
+	}
+	/* A reset that was under way may have requeued some meanwhile. */
+	n += fail_queued_locked(q, &ends, now);
+	if (kick)
+		td_queue_kick_locked(q, true); /* other users of a shared map */
+	td_mutex_unlock(&q->lock);
+
+	td_warnx("queue: %u request%s still outstanding after %u ms failed with EIO "
+		 "(%u command%s abandoned by the drive)",
+		 n, n == 1 ? "" : "s", waited_ms, abandoned, abandoned == 1 ? "" : "s");
+	td_queue_end_bios(q, &ends);
+	return n;
+}
