@@ -7,14 +7,26 @@
  *   allocated, I inserted into the elevator, D dispatched to the drive (with
  *   its tag), C completed (with its error), R requeued by a reset.
  *
- * Each subscriber (an admin connection running `trace`) has its own ring of
- * events. Emitting never blocks and never allocates: when a subscriber's ring
- * is full the event is dropped for it and counted, so a slow reader cannot
- * slow the I/O path. With no subscriber, td_trace_emit() costs one relaxed
+ * Each subscriber (an admin connection running `trace`) gets one ring per
+ * emitting thread, as blktrace has one relay buffer per CPU: an emitter
+ * writes only to its own rings, with no lock and no shared cache line, and
+ * the subscriber merges the rings by time when it reads. Emitting never
+ * blocks; it allocates once, the first time a thread emits for a
+ * subscriber. When a ring is full the event is dropped for that subscriber
+ * and counted, so a slow reader cannot slow the I/O path; the hub also
+ * counts every drop since it was created (td_trace_dropped(), the `stats`
+ * key trace_dropped). With no subscriber, td_trace_emit() costs one relaxed
  * atomic load.
  *
- * LOCKING: an internal mutex for the subscriber list and rings (last in the
- * global order, tagdisk/queue.h); emit takes it only while someone listens.
+ * At most TD_TRACE_MAX_THREADS threads of the process emit at a time (a
+ * thread's slot is freed when it exits); an event from a thread beyond them
+ * is dropped and counted like one that did not fit.
+ *
+ * LOCKING: subscribing and unsubscribing take an internal mutex (last in the
+ * global order, tagdisk/queue.h); emitting takes no lock. One thread at a
+ * time reads a given subscriber (td_trace_read() is single-consumer).
+ * td_trace_unsubscribe() waits for emitters still writing to the
+ * subscriber's rings: never call it from an emitting path.
  */
 #ifndef TAGDISK_TRACE_H
 #define TAGDISK_TRACE_H
@@ -25,6 +37,10 @@
 #include <stdint.h>
 #include "common/compiler.h"
 #include "tagdisk/types.h"
+
+/* Threads that can emit at the same time; subscribers at the same time. */
+#define TD_TRACE_MAX_THREADS 256
+#define TD_TRACE_MAX_SUBS    16
 
 enum td_trace_action {
 	TD_TA_QUEUE = 'Q',
@@ -61,16 +77,34 @@ struct td_trace *td_trace_create(void) td_warn_unused;
 /* Destroy @t; every subscriber must have unsubscribed. */
 void td_trace_destroy(struct td_trace *t) td_nonnull(1);
 
-/* Subscribe with a ring of @capacity events (rounded up to a power of two). Return: NULL on ENOMEM. */
+/*
+ * Subscribe with rings of @capacity events per emitting thread (rounded up to
+ * a power of two), each allocated when its thread first emits.
+ * Return: NULL with errno ENOMEM (no memory, or @capacity too large), or
+ * EBUSY (TD_TRACE_MAX_SUBS subscribers already).
+ */
 struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity) td_nonnull(1);
+/* Remove @sub and free it, after any emitter still writing to it has finished. */
 void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub) td_nonnull(1, 2);
 
 /*
- * Move up to @max events from @sub's ring to @out, oldest first.
- * Return: the number moved; *@dropped gets the events dropped since the last call.
+ * Move up to @max events from @sub's rings to @out, oldest first (merged by
+ * time across threads), leaving in the rings every event stamped after
+ * @until_ns: an emitter that stamped an event before @until_ns may still be
+ * about to publish it, so a reader that wants a stream in time order passes
+ * a time a little in the past. Return: the number moved; *@dropped gets the
+ * events dropped for @sub since the last call.
  */
+size_t td_trace_read_until(struct td_trace *t, struct td_trace_sub *sub,
+			   struct td_trace_event *out, size_t max, uint64_t until_ns,
+			   uint64_t *dropped) td_nonnull(1, 2, 3, 6);
+
+/* td_trace_read_until() with no time limit. */
 size_t td_trace_read(struct td_trace *t, struct td_trace_sub *sub, struct td_trace_event *out,
 		     size_t max, uint64_t *dropped) td_nonnull(1, 2, 3, 5);
+
+/* Return: events dropped for any subscriber since @t was created. Any thread. */
+uint64_t td_trace_dropped(const struct td_trace *t) td_nonnull(1);
 
 void td_trace_emit_slow(struct td_trace *t, const struct td_trace_event *ev) td_nonnull(1, 2);
 

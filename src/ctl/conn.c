@@ -239,19 +239,49 @@ static int conn_make_room(struct td_ctl_conn *c)
 	return 0;
 }
 
-enum td_ctl_read td_ctl_conn_read_line(struct td_ctl_conn *c, int timeout_ms, char **line,
-				       size_t *len)
+/*
+ * Wait until the socket can be read (TD_CTL_READ_LINE), @deadline passes
+ * (TD_CTL_READ_TIMEOUT; none when @timeout_ms < 0), the user stops us, or
+ * the reader of watch_fd goes away.
+ */
+static enum td_ctl_read conn_wait(struct td_ctl_conn *c, int timeout_ms, int64_t deadline)
 {
-	int64_t deadline = timeout_ms >= 0 ? td_ctl_now_ms() + timeout_ms : 0;
-
 	for (;;) {
-		char *nl = NULL;
 		/* poll(2) skips a negative fd; a pipe whose reader closed reports POLLERR. */
 		struct pollfd pfd[2] = {
 			{ .fd = c->fd, .events = POLLIN },
 			{ .fd = c->watch_fd },
 		};
 		int64_t wait_ms = -1;
+		int n;
+
+		if (timeout_ms >= 0) {
+			wait_ms = deadline - td_ctl_now_ms();
+			if (wait_ms <= 0)
+				return TD_CTL_READ_TIMEOUT;
+		}
+		n = wait_for(pfd, 2, wait_ms);
+		if (n < 0 && errno != EINTR)
+			return TD_CTL_READ_ERROR;
+		if (td_ctl_stop_requested)
+			return TD_CTL_READ_INTERRUPTED;
+		/* Asked for no events, it can only report POLLERR, POLLHUP or POLLNVAL. */
+		if (n > 0 && pfd[1].revents)
+			return TD_CTL_READ_WATCH_CLOSED;
+		if (n > 0)
+			return TD_CTL_READ_LINE;
+		/* EINTR, or the timeout: the top looks at the deadline again. */
+	}
+}
+
+enum td_ctl_read td_ctl_conn_read_line(struct td_ctl_conn *c, int timeout_ms, char **line,
+				       size_t *len)
+{
+	int64_t deadline = timeout_ms >= 0 ? td_ctl_now_ms() + timeout_ms : 0;
+
+	for (;;) {
+		enum td_ctl_read w;
+		char *nl = NULL;
 		ssize_t n;
 		int r;
 
@@ -274,23 +304,9 @@ enum td_ctl_read td_ctl_conn_read_line(struct td_ctl_conn *c, int timeout_ms, ch
 			errno = -r;
 			return TD_CTL_READ_ERROR;
 		}
-		if (timeout_ms >= 0) {
-			int64_t left = deadline - td_ctl_now_ms();
-
-			if (left <= 0)
-				return TD_CTL_READ_TIMEOUT;
-			wait_ms = left;
-		}
-		n = wait_for(pfd, 2, wait_ms);
-		if (n < 0 && errno != EINTR)
-			return TD_CTL_READ_ERROR;
-		if (td_ctl_stop_requested)
-			return TD_CTL_READ_INTERRUPTED;
-		/* Asked for no events, it can only report POLLERR, POLLHUP or POLLNVAL. */
-		if (n > 0 && pfd[1].revents)
-			return TD_CTL_READ_WATCH_CLOSED;
-		if (n <= 0)
-			continue; /* EINTR, or the timeout: checked at the top */
+		w = conn_wait(c, timeout_ms, deadline);
+		if (w != TD_CTL_READ_LINE)
+			return w;
 		n = read(c->fd, c->buf + c->end, c->cap - c->end);
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -300,6 +316,41 @@ enum td_ctl_read td_ctl_conn_read_line(struct td_ctl_conn *c, int timeout_ms, ch
 		if (n == 0)
 			return c->end > c->start ? TD_CTL_READ_EOF_PARTIAL : TD_CTL_READ_EOF;
 		c->end += (size_t)n;
+	}
+}
+
+enum td_ctl_read td_ctl_conn_read_bytes(struct td_ctl_conn *c, int timeout_ms, void *buf,
+					size_t cap, size_t *got)
+{
+	int64_t deadline = timeout_ms >= 0 ? td_ctl_now_ms() + timeout_ms : 0;
+
+	*got = 0;
+	if (c->end > c->start) {
+		/* What came in behind the last line is the start of the bytes. */
+		size_t n = TD_MIN(cap, c->end - c->start);
+
+		memcpy(buf, c->buf + c->start, n);
+		c->start += n;
+		c->scanned = 0;
+		*got = n;
+		return TD_CTL_READ_LINE;
+	}
+	for (;;) {
+		enum td_ctl_read w = conn_wait(c, timeout_ms, deadline);
+		ssize_t n;
+
+		if (w != TD_CTL_READ_LINE)
+			return w;
+		n = read(c->fd, buf, cap);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return TD_CTL_READ_ERROR;
+		}
+		if (n == 0)
+			return TD_CTL_READ_EOF;
+		*got = (size_t)n;
+		return TD_CTL_READ_LINE;
 	}
 }
 

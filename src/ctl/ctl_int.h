@@ -69,6 +69,9 @@ struct td_ctl_conn {
 	int watch_fd;
 };
 
+/* trace -b: at most this many KiB per buffer (the daemon also bounds -b x -n by it). */
+#define TD_CTL_TRACE_KIB_MAX 65536
+
 struct td_ctl {
 	const char *socket;
 	int timeout_ms;
@@ -78,6 +81,8 @@ struct td_ctl {
 	unsigned long count;   /* 0: not given (forever) */
 	const char *trace_out; /* trace: the blktrace file ("-": stdout), or NULL */
 	double trace_wait_s;   /* trace: stop after this long; 0: not given */
+	unsigned long trace_buffer_kib; /* trace -b: KiB per buffer; 0: the daemon's default */
+	unsigned long trace_buffers;	/* trace -n: buffers per thread; 0: the daemon's default */
 	struct td_ctl_conn conn;
 };
 
@@ -136,6 +141,14 @@ void td_ctl_conn_close(struct td_ctl_conn *c) td_nonnull(1);
  */
 enum td_ctl_read td_ctl_conn_read_line(struct td_ctl_conn *c, int timeout_ms, char **line,
 				       size_t *len) td_nonnull(1, 3, 4);
+/*
+ * Read what the connection has, after the lines: bytes buffered behind the
+ * last line first, else up to @cap bytes from the socket, waiting up to
+ * @timeout_ms (< 0: for ever). Return: TD_CTL_READ_LINE with *@got bytes in
+ * @buf; otherwise as td_ctl_conn_read_line(), *@got 0.
+ */
+enum td_ctl_read td_ctl_conn_read_bytes(struct td_ctl_conn *c, int timeout_ms, void *buf,
+					size_t cap, size_t *got) td_nonnull(1, 3, 5);
 /*
  * Send @command (at most TD_CTL_LINE_MAX bytes, no newline) and read its
  * reply. With @echo in --json mode, the reply is printed as received.

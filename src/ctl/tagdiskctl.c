@@ -112,6 +112,8 @@ static const struct option trace_options[] = {
 	{ "blktrace", required_argument, NULL, 'o' },
 	{ "output", required_argument, NULL, 'o' },
 	{ "stopwatch", required_argument, NULL, 'w' },
+	{ "buffer-size", required_argument, NULL, 'b' },
+	{ "num-sub-buffers", required_argument, NULL, 'n' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -134,7 +136,8 @@ static const struct td_ctl_command commands[] = {
 	  .min_args = 1, .max_args = 5, .run = td_ctl_run_simple, .print = td_ctl_print_inject },
 	{ .name = "powerfail", .usage = "powerfail [keep=PCT] [seed=N]", .max_args = 2,
 	  .run = td_ctl_run_simple, .print = td_ctl_print_powerfail },
-	{ .name = "trace", .usage = "trace", .shortopts = "+:o:w:", .longopts = trace_options,
+	{ .name = "trace", .usage = "trace [-w SECONDS] [-o FILE] [-b KIB] [-n COUNT]",
+	  .shortopts = "+:o:w:b:n:", .longopts = trace_options,
 	  .run = td_ctl_run_trace },
 	{ .name = "iostat", .usage = "iostat [INTERVAL [COUNT]]", .max_args = 2,
 	  .check = td_ctl_check_iostat, .run = td_ctl_run_iostat },
@@ -188,7 +191,14 @@ static void usage(void)
 	       "                          `blkparse -i NAME -d NAME.bin` then `btt -i NAME.bin`.\n"
 	       "                          The disk shows as device 259,0\n"
 	       "  -w, --stopwatch SECONDS stop tracing after SECONDS (also Ctrl-C or SIGTERM;\n"
-	       "                          the file is complete either way)\n");
+	       "                          the file is complete either way)\n"
+	       "  -b, --buffer-size KIB   the daemon buffers events in COUNT buffers of KIB KiB\n"
+	       "  -n, --num-sub-buffers COUNT\n"
+	       "                          per emitting thread, like blktrace -b and -n\n"
+	       "                          (default 512 and 4 with -o, else 64 and 2; at most\n"
+	       "                          65536 KiB in all)\n"
+	       "With -o, events the daemon lost are counted in the file (blkparse: a\n"
+	       "message and Skips) and on stderr, and the exit status is 1.\n");
 	printf("\n"
 	       "Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the "
 	       "daemon.\n");
@@ -266,6 +276,11 @@ static int parse_options(struct td_ctl *ctl, int argc, char **argv, const char *
 			if (!td_ctl_parse_seconds(optarg, &ctl->trace_wait_s))
 				return bad_value('w', "a positive number of seconds");
 			break;
+		case 'b':
+			if (!td_ctl_parse_count(optarg, &ctl->trace_buffer_kib) ||
+			    ctl->trace_buffer_kib > TD_CTL_TRACE_KIB_MAX)
+				return bad_value('b', "a number of KiB from 1 to 65536");
+			break;
 		case 'h':
 			usage();
 			return TD_CTL_STOP;
@@ -305,9 +320,21 @@ static int parse_command_options(struct td_ctl *ctl, const struct td_ctl_command
 
 	if (!shortopts)
 		return TD_CTL_OK;
+	unsigned long count = ctl->count;
+
 	r = parse_options(ctl, *argc, argv, shortopts, longopts);
 	if (r)
 		return TD_CTL_USAGE;
+	/* After trace, -n COUNT is the number of buffers (blktrace's -n), not of reports. */
+	if (!cmd->repeats && ctl->count != count) {
+		ctl->trace_buffers = ctl->count;
+		ctl->count = count;
+		if (ctl->trace_buffers > 1024) {
+			fprintf(stderr, "tagdiskctl: -n: \"%lu\" is not a number of buffers from "
+					"1 to 1024\n", ctl->trace_buffers);
+			return TD_CTL_USAGE;
+		}
+	}
 	/* Leave the command word in front of its arguments. */
 	memmove(argv + 1, argv + optind, (size_t)(*argc - optind) * sizeof(*argv));
 	*argc -= optind - 1;

@@ -3,9 +3,10 @@
  * trace_out.c - tagdiskctl's `trace` (ctl_int.h): after the daemon's ok, the
  * connection carries one JSON event per line (docs/protocol.md, "trace")
  * until the daemon or the user ends it, or -w SECONDS pass. Each event is
- * printed as a blktrace-style line (ctl_format.c), passed through as
- * received with --json, or, with --blktrace FILE, written as a blktrace
- * record (blktrace.c) for blkparse and btt.
+ * printed as a blktrace-style line (ctl_format.c), or passed through as
+ * received with --json. With --blktrace FILE the daemon sends blktrace
+ * records instead (`trace blktrace`), which are copied to FILE for blkparse
+ * and btt.
  *
  * A closed stdout ends the stream quietly with status 0 (`tagdiskctl trace |
  * head`): the connection's watch_fd is stdout, so a reader that went away is
@@ -17,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/jsonc.h"
-#include "ctl/blktrace.h"
+#include "common/blktrace_fmt.h"
 #include "ctl/ctl_format.h"
 #include "ctl/ctl_int.h"
 
@@ -80,13 +81,25 @@ static bool trace_print_event(const char *line, size_t len, uint64_t *t0, bool *
 	return true;
 }
 
-/* `trace --blktrace FILE`: the file and what went into it. */
+/*
+ * `trace --blktrace FILE`: the daemon sends blktrace records (`trace blktrace`,
+ * docs/protocol.md) and they go to the file as they come. The copy walks the
+ * record headers only to write whole records (a stream cut short leaves no
+ * half record behind), to count events, and to add up the daemon's notes of
+ * dropped events (TD_BLKTRACE_DROPPED_MSG).
+ */
+#define COPY_BUF (4U << 20)
+
 struct trace_file {
 	const char *path; /* "-": stdout */
 	FILE *f;
-	struct td_blktrace *bt;
-	uint64_t dropped; /* events the daemon could not send us */
-	uint64_t skipped; /* events blktrace has no record for */
+	int fd;
+	unsigned char *buf; /* COPY_BUF bytes: len read, of which the first `whole` are records */
+	size_t len;
+	size_t whole;
+	uint64_t events;  /* I/O records */
+	uint64_t bytes;	  /* written, notes included */
+	uint64_t dropped; /* events the daemon could not buffer */
 };
 
 static bool trace_file_is_stdout(const struct trace_file *tf)
@@ -104,8 +117,9 @@ static int trace_file_open(struct trace_file *tf, const char *path)
 		fprintf(stderr, "tagdiskctl: trace: cannot create %s: %s\n", path, strerror(errno));
 		return TD_CTL_USAGE;
 	}
-	tf->bt = td_blktrace_create(tf->f, TD_BLKTRACE_DEVICE, td_blktrace_proc_comm, NULL);
-	if (!tf->bt) {
+	tf->fd = fileno(tf->f);
+	tf->buf = malloc(COPY_BUF);
+	if (!tf->buf) {
 		fprintf(stderr, "tagdiskctl: out of memory\n");
 		if (!trace_file_is_stdout(tf))
 			fclose(tf->f);
@@ -123,63 +137,140 @@ static int trace_file_failed(const struct trace_file *tf, int err)
 	return TD_CTL_REFUSED;
 }
 
-/*
- * Add the event on @line to the file; push the file out when @idle (no more
- * events are waiting), so a reader of a pipe sees events as they happen.
- * Return: TD_CTL_OK, TD_CTL_STOP, or TD_CTL_REFUSED after saying why.
- */
-static int trace_file_event(struct trace_file *tf, const char *line, size_t len, bool idle)
+/* The number in a dropped-events message of @len bytes at @pdu; 0 for another message. */
+static uint64_t dropped_note(const unsigned char *pdu, size_t len)
 {
-	struct json_object *v = td_jsonc_parse(line, len);
-	struct td_ctl_event ev;
-	uint64_t dropped = 0;
-	int kind = trace_decode(v, &ev, &dropped);
-	int r = 0;
+	const size_t prefix = sizeof(TD_BLKTRACE_DROPPED_MSG) - 1;
+	uint64_t n = 0;
 
-	if (kind < 0) {
-		json_object_put(v);
-		fprintf(stderr, "tagdiskctl: bad trace event from the daemon\n");
-		return TD_CTL_REFUSED;
+	if (len <= prefix || memcmp(pdu, TD_BLKTRACE_DROPPED_MSG, prefix) != 0)
+		return 0;
+	for (size_t i = prefix; i < len && pdu[i] >= '0' && pdu[i] <= '9'; i++)
+		n = n * 10 + (uint64_t)(pdu[i] - '0');
+	return n;
+}
+
+/* Find the whole records in what was read. Return: 0, or -EBADMSG on a bad header. */
+static int trace_file_scan(struct trace_file *tf)
+{
+	while (tf->whole + TD_BLKTRACE_RECORD_LEN <= tf->len) {
+		struct td_blktrace_record rec;
+		const unsigned char *p = tf->buf + tf->whole;
+
+		if (!td_blktrace_decode(p, &rec))
+			return -EBADMSG;
+		if (tf->whole + TD_BLKTRACE_RECORD_LEN + rec.pdu_len > tf->len)
+			break;
+		if (rec.action == TD_BLKTRACE_TN_MESSAGE)
+			tf->dropped += dropped_note(p + TD_BLKTRACE_RECORD_LEN, rec.pdu_len);
+		else if (!(rec.action & (TD_BLKTRACE_CAT_NOTIFY << TD_BLKTRACE_CAT_SHIFT)))
+			tf->events++;
+		tf->whole += TD_BLKTRACE_RECORD_LEN + rec.pdu_len;
 	}
-	tf->dropped += dropped;
-	if (kind > 0)
-		r = td_blktrace_add(tf->bt, &ev);
-	json_object_put(v);
-	if (r == -EINVAL) {
-		tf->skipped++; /* an action or op newer than this tagdiskctl */
-		r = 0;
+	return 0;
+}
+
+/* Write the whole records out and keep the partial one. Return: 0, or a negative errno. */
+static int trace_file_write(struct trace_file *tf)
+{
+	size_t done = 0;
+
+	while (done < tf->whole) {
+		ssize_t n = write(tf->fd, tf->buf + done, tf->whole - done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		done += (size_t)n;
 	}
-	if (!r && idle)
-		r = td_blktrace_flush(tf->bt);
-	return r ? trace_file_failed(tf, r) : TD_CTL_OK;
+	tf->bytes += tf->whole;
+	memmove(tf->buf, tf->buf + tf->whole, tf->len - tf->whole);
+	tf->len -= tf->whole;
+	tf->whole = 0;
+	return 0;
+}
+
+/* The timeout of a read before @deadline_ms (0: none, -1). */
+static int read_timeout(int64_t deadline_ms)
+{
+	return deadline_ms ? (int)TD_MAX(deadline_ms - td_ctl_now_ms(), 0) : -1;
 }
 
 /*
- * Flush and close the file, and say what it holds. Return: @status, or
- * TD_CTL_REFUSED (TD_CTL_STOP for a closed stdout) when the last writes failed.
+ * What a read that brought no data, @r, means for a stream: TD_CTL_STOP (it
+ * ended, or the user stopped it), TD_CTL_OK (-w SECONDS have passed), or,
+ * after saying why, TD_CTL_CONNECT.
+ */
+static int stream_end(struct td_ctl *ctl, int r)
+{
+	switch (r) {
+	case TD_CTL_READ_TIMEOUT:
+		return TD_CTL_OK;
+	case TD_CTL_READ_ERROR:
+	case TD_CTL_READ_TOO_LONG:
+		if (errno == ECONNRESET)
+			return TD_CTL_STOP; /* the daemon went away: the stream is over */
+		fprintf(stderr, "tagdiskctl: reading from %s: %s\n", ctl->conn.path,
+			strerror(errno));
+		return TD_CTL_CONNECT;
+	default: /* EOF, a stop asked for, or the reader of our output went away */
+		return TD_CTL_STOP;
+	}
+}
+
+/*
+ * Copy records until the stream ends, the user stops it or @deadline_ms (0:
+ * none) passes. Return: TD_CTL_OK, TD_CTL_STOP, or an exit status after saying why.
+ */
+static int trace_file_copy(struct td_ctl *ctl, struct trace_file *tf, int64_t deadline_ms)
+{
+	for (;;) {
+		size_t got;
+		int r = td_ctl_conn_read_bytes(&ctl->conn, read_timeout(deadline_ms),
+					       tf->buf + tf->len, COPY_BUF - tf->len, &got);
+
+		if (r != TD_CTL_READ_LINE)
+			return stream_end(ctl, r);
+		tf->len += got;
+		if (trace_file_scan(tf)) {
+			fprintf(stderr, "tagdiskctl: bad trace record from the daemon\n");
+			return TD_CTL_REFUSED;
+		}
+		r = trace_file_write(tf);
+		if (r)
+			return trace_file_failed(tf, r);
+	}
+}
+
+/*
+ * Close the file and say what it holds, and what was lost. Return: @status;
+ * TD_CTL_REFUSED when events were dropped or the last writes failed
+ * (TD_CTL_STOP for a closed stdout).
  */
 static int trace_file_close(struct trace_file *tf, int status)
 {
-	int r = td_blktrace_flush(tf->bt);
+	int r = 0;
 
-	if (!trace_file_is_stdout(tf) && fclose(tf->f) && !r)
+	if (!trace_file_is_stdout(tf) && fclose(tf->f))
 		r = -errno;
+	free(tf->buf);
 	if (r) {
 		if (status == TD_CTL_OK || status == TD_CTL_STOP)
 			status = trace_file_failed(tf, r);
-	} else {
-		fprintf(stderr, "tagdiskctl: trace: %llu events (%llu bytes) written to %s",
-			(unsigned long long)td_blktrace_events(tf->bt),
-			(unsigned long long)td_blktrace_bytes(tf->bt), tf->path);
-		if (tf->dropped)
-			fprintf(stderr, ", %llu dropped by the daemon (reader too slow)",
-				(unsigned long long)tf->dropped);
-		if (tf->skipped)
-			fprintf(stderr, ", %llu unknown to blktrace left out",
-				(unsigned long long)tf->skipped);
-		fprintf(stderr, "\n");
+		return status;
 	}
-	td_blktrace_free(tf->bt);
+	fprintf(stderr, "tagdiskctl: trace: %llu events (%llu bytes) written to %s\n",
+		(unsigned long long)tf->events, (unsigned long long)tf->bytes, tf->path);
+	if (tf->dropped) {
+		fprintf(stderr,
+			"tagdiskctl: trace: You have dropped events: %llu lost by the daemon, "
+			"noted in the file (consider a larger -b or -n)\n",
+			(unsigned long long)tf->dropped);
+		if (status == TD_CTL_OK || status == TD_CTL_STOP)
+			status = TD_CTL_REFUSED;
+	}
 	return status;
 }
 
@@ -187,48 +278,23 @@ static int trace_file_close(struct trace_file *tf, int status)
  * Read events until the stream ends, the user stops it or @deadline_ms (0:
  * none) passes, and print them, or add them to @tf when it is open.
  */
-static int trace_stream(struct td_ctl *ctl, struct trace_file *tf, int64_t deadline_ms)
+static int trace_stream(struct td_ctl *ctl, int64_t deadline_ms)
 {
 	bool have_t0 = false;
 	uint64_t t0 = 0;
 	int r;
 
 	for (;;) {
-		int timeout_ms = -1;
 		char *line;
 		size_t len;
 
-		if (deadline_ms) {
-			int64_t left = deadline_ms - td_ctl_now_ms();
-
-			timeout_ms = (int)TD_MAX(left, 0);
-		}
-		switch (td_ctl_conn_read_line(&ctl->conn, timeout_ms, &line, &len)) {
-		case TD_CTL_READ_LINE:
-			break;
-		case TD_CTL_READ_EOF:
-		case TD_CTL_READ_EOF_PARTIAL:
-		case TD_CTL_READ_INTERRUPTED:
-		case TD_CTL_READ_WATCH_CLOSED:
-			return TD_CTL_STOP;
-		case TD_CTL_READ_TIMEOUT:
-			return TD_CTL_OK; /* -w SECONDS have passed */
-		case TD_CTL_READ_ERROR:
-			if (errno == ECONNRESET)
-				return TD_CTL_STOP; /* the daemon went away: the stream is over */
-			fprintf(stderr, "tagdiskctl: reading from %s: %s\n", ctl->conn.path,
-				strerror(errno));
-			return TD_CTL_CONNECT;
-		case TD_CTL_READ_TOO_LONG:
+		r = td_ctl_conn_read_line(&ctl->conn, read_timeout(deadline_ms), &line, &len);
+		if (r == TD_CTL_READ_TOO_LONG) {
 			fprintf(stderr, "tagdiskctl: bad trace event from the daemon\n");
 			return TD_CTL_REFUSED;
 		}
-		if (tf->bt) {
-			r = trace_file_event(tf, line, len, ctl->conn.start == ctl->conn.end);
-			if (r)
-				return r;
-			continue;
-		}
+		if (r != TD_CTL_READ_LINE)
+			return stream_end(ctl, r);
 		if (ctl->json) {
 			fwrite(line, 1, len, stdout);
 			putchar('\n');
@@ -248,6 +314,8 @@ int td_ctl_run_trace(struct td_ctl *ctl, const struct td_ctl_command *cmd, int a
 	struct trace_file tf = { 0 };
 	struct json_object *reply;
 	int64_t deadline_ms = 0;
+	char line[128];
+	int len;
 	int r;
 
 	(void)cmd, (void)argc, (void)argv;
@@ -257,12 +325,18 @@ int td_ctl_run_trace(struct td_ctl *ctl, const struct td_ctl_command *cmd, int a
 		if (r)
 			return r;
 	}
+	len = snprintf(line, sizeof(line), "trace%s", tf.f ? " blktrace" : "");
+	if (ctl->trace_buffer_kib)
+		len += snprintf(line + len, sizeof(line) - (size_t)len, " buffer_kib=%lu",
+				ctl->trace_buffer_kib);
+	if (ctl->trace_buffers)
+		snprintf(line + len, sizeof(line) - (size_t)len, " buffers=%lu", ctl->trace_buffers);
 	/* The binary records may be going to stdout: keep the reply off it. */
-	r = td_ctl_call(ctl, "trace", !tf.bt, &reply);
+	r = td_ctl_call(ctl, line, !tf.f, &reply);
 	if (r)
 		goto out_close_file;
 	json_object_put(reply);
-	if (!tf.bt) {
+	if (!tf.f) {
 		r = td_ctl_flush_stdout();
 		if (r)
 			goto out_close_file;
@@ -273,12 +347,12 @@ int td_ctl_run_trace(struct td_ctl *ctl, const struct td_ctl_command *cmd, int a
 	if (ctl->trace_wait_s > 0)
 		deadline_ms = td_ctl_now_ms() + (int64_t)(ctl->trace_wait_s * 1000);
 	/* Events may stop coming: notice a reader that went away (`| head`) without them. */
-	if (!tf.bt || trace_file_is_stdout(&tf))
+	if (!tf.f || trace_file_is_stdout(&tf))
 		ctl->conn.watch_fd = STDOUT_FILENO;
-	r = trace_stream(ctl, &tf, deadline_ms);
+	r = tf.f ? trace_file_copy(ctl, &tf, deadline_ms) : trace_stream(ctl, deadline_ms);
 
 out_close_file:
-	if (tf.bt)
+	if (tf.f)
 		r = trace_file_close(&tf, r);
 	return r;
 }

@@ -10,13 +10,20 @@
  * output grows past OUT_HIGH the loop stops reading from it until the client
  * catches up, so a client that never reads costs bounded memory.
  *
- * A trace connection has a subscriber ring (tagdisk/trace.h). While any
- * exist, poll wakes every TRACE_PERIOD_MS to move events from the rings into
- * output buffers, but only while a buffer is below OUT_HIGH: a slow reader
- * leaves events in its ring, which drops what does not fit and counts it.
- * Each event becomes one JSON line through one json-c object per thread
- * whose members are set in place, so a busy stream allocates nothing per
- * event (struct event_line).
+ * A trace connection is a subscriber with one ring per emitting thread
+ * (tagdisk/trace.h), of the size `trace` asked for. While any exist, poll
+ * wakes every TRACE_PERIOD_MS to move events from the rings into output
+ * buffers, but only while a buffer is below OUT_HIGH: a slow reader leaves
+ * events in the rings, which drop what does not fit and count it. Events
+ * are read merged by time up to TRACE_HOLDBACK_NS ago: an event stamped
+ * earlier may still be on its way into its ring. In the JSON stream each
+ * event becomes one line through one json-c object per thread whose
+ * members are set in place, so a busy stream allocates nothing per event
+ * (struct event_line). In the blktrace stream (`trace blktrace`) each event
+ * becomes one 48-byte blk_io_trace record (common/blktrace_fmt.h), with a
+ * process note before a pid's first event and a message record plus a
+ * sequence gap where events were dropped (common/blktrace_writer.h), so the
+ * client only copies bytes to its file.
  *
  * About once a second the loop records the stats totals, for the rates in
  * `status`.
@@ -31,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "common/blktrace_writer.h"
 #include "common/clock.h"
 #include "common/jsonc.h"
 #include "common/lock.h"
@@ -40,8 +48,9 @@
 
 #define MAX_CONNS	1024
 #define OUT_HIGH	(256U << 10)	/* stop reading / stop feeding trace events above this */
-#define TRACE_RING	65536		/* events buffered per trace connection */
 #define TRACE_PERIOD_MS 10
+#define TRACE_HOLDBACK_NS (2 * TD_NSEC_PER_MSEC)
+#define TRACE_SNDBUF	(8 << 20)	/* socket buffer of a blktrace stream */
 #define SAMPLE_PERIOD_NS TD_NSEC_PER_SEC
 
 struct conn {
@@ -58,6 +67,7 @@ struct conn {
 	bool closing;	/* close once out is written */
 	struct td_trace_sub *sub;
 	uint64_t trace_dropped;
+	struct td_blktrace *bt; /* a blktrace stream; NULL for JSON lines */
 };
 
 /* ---- output ---------------------------------------------------------------------------- */
@@ -273,6 +283,7 @@ static void conn_close(struct td_admin *a, struct conn *c)
 {
 	if (c->sub)
 		td_trace_unsubscribe(a->p.trace, c->sub);
+	td_blktrace_free(c->bt);
 	close(c->fd);
 	free(c->out);
 	free(c);
@@ -326,6 +337,47 @@ static struct conn *conn_accept(struct td_admin *a, int nconns)
 	return c;
 }
 
+/* The blktrace writer's bytes go to @arg's output buffer. */
+static int bt_emit(void *arg, const void *buf, size_t len)
+{
+	struct conn *c = arg;
+
+	if (!out_append(c, buf, len)) {
+		c->closing = true;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Make @c the stream `trace` asked for (a->trace_req), or say in @reply why not. */
+static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_reply *reply)
+{
+	if (a->trace_req.blktrace) {
+		int size = TRACE_SNDBUF;
+
+		c->bt = td_blktrace_create(&(struct td_blktrace_writer_params){
+			.emit = bt_emit,
+			.emit_arg = c,
+			.device = TD_BLKTRACE_DEVICE,
+			.comm = td_blktrace_proc_comm,
+		});
+		if (!c->bt) {
+			td_admin_error(reply, "trace: out of memory");
+			return;
+		}
+		/* Bursts of records wait in the socket rather than in the rings; root may force it. */
+		if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+			setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	}
+	c->sub = td_trace_subscribe(a->p.trace, a->trace_req.ring_events);
+	if (c->sub)
+		return;
+	td_admin_error(reply, "trace: %s", errno == EBUSY ? "too many trace streams"
+							    : "out of memory");
+	td_blktrace_free(c->bt);
+	c->bt = NULL;
+}
+
 static void handle_line(struct td_admin *a, struct conn *c, struct td_admin_reply *reply,
 			const char *line, size_t len)
 {
@@ -343,11 +395,8 @@ static void handle_line(struct td_admin *a, struct conn *c, struct td_admin_repl
 		return;
 	}
 	td_debug("admin: pid %d: %s", (int)c->pid, req->cmd->name);
-	if (td_admin_execute(a, req, reply) == TD_ADMIN_TRACE) {
-		c->sub = td_trace_subscribe(a->p.trace, TRACE_RING);
-		if (!c->sub)
-			td_admin_error(reply, "trace: out of memory");
-	}
+	if (td_admin_execute(a, req, reply) == TD_ADMIN_TRACE)
+		trace_start(a, c, reply);
 	out_line(c, reply);
 	free(req);
 }
@@ -473,10 +522,65 @@ static void event_line_out(struct conn *c, struct event_line *e, const struct td
 	out_text(c, text, len);
 }
 
+/* ---- the blktrace stream ---------------------------------------------------------------- */
+
+static void bt_event(struct conn *c, const struct td_trace_event *ev)
+{
+	const struct td_blktrace_event bev = {
+		.time_ns = ev->time_ns,
+		.pid = ev->pid,
+		.action = (char)ev->action,
+		.op = td_op_name((enum td_op)ev->op),
+		.fua = ev->fua,
+		.sector = ev->sector,
+		.sectors = ev->nr_sectors,
+		.error = ev->error,
+	};
+
+	/* -EINVAL: an event blktrace has no word for; anything else: no memory. */
+	if (td_blktrace_add(c->bt, &bev) == -ENOMEM)
+		c->closing = true;
+}
+
+/*
+ * Move events into @c's output as records, pushing them to the socket as
+ * they pile up, until the rings are empty (up to @until_ns) or the socket is full.
+ */
+static void trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t until_ns)
+{
+	struct td_trace_event ev[512];
+
+	for (;;) {
+		size_t n = TD_ARRAY_SIZE(ev);
+
+		while (out_pending(c) < OUT_HIGH && !c->closing && n == TD_ARRAY_SIZE(ev)) {
+			uint64_t dropped = 0;
+
+			n = td_trace_read_until(a->p.trace, c->sub, ev, TD_ARRAY_SIZE(ev), until_ns,
+						&dropped);
+			if (dropped && td_blktrace_dropped(c->bt, dropped))
+				c->closing = true;
+			for (size_t i = 0; i < n; i++)
+				bt_event(c, &ev[i]);
+		}
+		if (c->closing || n < TD_ARRAY_SIZE(ev) || !flush_out(c) || out_pending(c))
+			return;
+	}
+}
+
+/* ---- feeding a stream -------------------------------------------------------------------- */
+
 static void trace_feed(struct td_admin *a, struct conn *c, struct event_line *e)
 {
 	struct td_trace_event ev[256];
 	uint64_t dropped = 0;
+	uint64_t now = td_now_ns();
+	uint64_t until = now > TRACE_HOLDBACK_NS ? now - TRACE_HOLDBACK_NS : 0;
+
+	if (c->bt) {
+		trace_feed_blktrace(a, c, until);
+		return;
+	}
 
 	/* Made on the first trace, kept until the thread ends. */
 	if (!e->obj && !event_line_init(e)) {
@@ -485,7 +589,8 @@ static void trace_feed(struct td_admin *a, struct conn *c, struct event_line *e)
 		return;
 	}
 	while (out_pending(c) < OUT_HIGH && !c->closing) {
-		size_t n = td_trace_read(a->p.trace, c->sub, ev, TD_ARRAY_SIZE(ev), &dropped);
+		size_t n = td_trace_read_until(a->p.trace, c->sub, ev, TD_ARRAY_SIZE(ev), until,
+					       &dropped);
 		const char *text;
 		size_t len;
 

@@ -1,54 +1,138 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * trace.c - the trace hub: fan block-layer events out to subscriber rings.
+ * trace.c - the trace hub: block-layer events into per-thread rings, merged
+ * by time when a subscriber reads them.
  *
  * Data structure
  *
- *   struct td_trace_priv holds a mutex and the list of subscribers. Each
- *   subscriber owns a ring of 2^k events, allocated once at subscribe time,
- *   with two free-running 64-bit counters: head (events ever written) and
- *   tail (events ever read). The ring holds head - tail events, the oldest
- *   at index tail & mask; it is full when head - tail == mask + 1. The
- *   counters never wrap in practice (2^64 events).
+ *   Thread slots (process-wide): a thread that first emits claims one of
+ *   TD_TRACE_MAX_THREADS slots and keeps it until it exits (a pthread key
+ *   destructor frees it). A slot has a busy flag, set while its thread is
+ *   inside td_trace_emit_slow().
  *
- *   Emit writes into every ring under the mutex, or bumps that ring's
- *   dropped counter when it is full: the newest event is the one lost, so a
- *   reader always sees an unbroken prefix followed by a gap it is told the
- *   size of. Nothing on the emit path allocates or waits on anything but the
- *   mutex, which is only ever held for copying a bounded number of events.
+ *   A hub has an array of TD_TRACE_MAX_SUBS subscriber pointers. A
+ *   subscriber has one ring pointer per thread slot; the ring is allocated by
+ *   the slot's thread the first time it emits for that subscriber. A ring is
+ *   single-producer (the slot's thread: a slot passes to a new thread only
+ *   after the old one exited, through the slot's release/acquire hand-over)
+ *   and single-consumer (the reader): 2^k events and two free-running
+ *   counters, head (written) and tail (read), as in the kernel's relay
+ *   buffers but per thread rather than per CPU, since a user-space thread can
+ *   be preempted or migrated between reserving and filling a slot.
  *
- *   nr_subs mirrors the length of the list so td_trace_emit() can skip all of
- *   this with one relaxed load. It is written under the mutex; the list is
- *   the authority, so a racing emitter that reads a stale nr_subs merely
- *   takes the mutex for nothing, or misses an event emitted while a
- *   subscription was still being set up, which no reader can tell apart from
- *   an event emitted just before it subscribed.
+ *   A full ring drops the newest event and counts it in the ring (written by
+ *   its producer only) and in the hub's total; the reader reports the
+ *   difference since its last read, so a reader sees every ring as an
+ *   unbroken prefix followed by a gap it is told the size of.
  *
- * LOCKING: priv->lock guards the list and every field of every subscriber.
- * It is last in the global order (tagdisk/queue.h): emit may be called with
- * the queue or drive lock held, and nothing here takes another lock.
+ *   Reading merges the rings: a binary heap of the rings that have events,
+ *   keyed by the time of each one's oldest event. Each thread stamps its
+ *   events in order, so each ring is sorted and the merge is sorted.
+ *
+ * Unsubscribing without a lock on the emit path: the unsubscriber clears the
+ * hub's pointer, then waits until no slot is busy; an emitter sets its busy
+ * flag before it loads the pointer. Both are seq_cst, so either the emitter
+ * sees NULL or the unsubscriber sees it busy and waits (Dekker's pattern).
+ * Once every slot has been seen idle, no emitter can reach the subscriber.
+ *
+ * LOCKING: priv->lock serialises subscribe and unsubscribe (it is last in the
+ * global order, tagdisk/queue.h). Emit takes no lock.
  */
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/list.h"
 #include "common/lock.h"
 #include "tagdisk/trace.h"
 
-struct td_trace_priv {
-	struct td_mutex lock;
-	struct td_list subs; /* of td_trace_sub.link; guarded by lock */
+struct td_trace_ring {
+	_Atomic uint64_t head td_cacheline_aligned; /* producer: events written */
+	uint64_t cached_tail;			    /* producer's copy of tail */
+	_Atomic uint64_t dropped;		    /* producer: lost to a full ring */
+	_Atomic uint64_t tail td_cacheline_aligned; /* consumer: events read */
+	uint64_t dropped_seen;			    /* consumer: dropped when last read */
+	uint64_t head_seen;			    /* consumer: head when last read */
+	size_t mask;
+	struct td_trace_event ev[];
 };
 
 struct td_trace_sub {
-	struct td_list link;	    /* in td_trace_priv.subs; guarded by lock */
-	struct td_trace_event *ring; /* mask + 1 events */
-	size_t mask;
-	uint64_t head;	  /* guarded by lock: events written */
-	uint64_t tail;	  /* guarded by lock: events read */
-	uint64_t dropped; /* guarded by lock: lost to a full ring since the last read */
+	unsigned int index; /* in priv->subs */
+	size_t size;	    /* events per ring, a power of two */
+	_Atomic uint64_t unallocated; /* events lost because their ring could not be allocated */
+	uint64_t unallocated_seen;    /* consumer */
+	uint64_t slotless_seen;	      /* consumer: priv->slotless when last read (or subscribed) */
+	_Atomic(struct td_trace_ring *) rings[TD_TRACE_MAX_THREADS];
+	struct td_trace_ring *heap[TD_TRACE_MAX_THREADS]; /* consumer: the merge */
 };
+
+struct td_trace_priv {
+	struct td_mutex lock; /* subscribe / unsubscribe */
+	_Atomic(struct td_trace_sub *) subs[TD_TRACE_MAX_SUBS];
+	_Atomic uint64_t dropped;  /* every drop, for stats */
+	_Atomic uint64_t slotless; /* events of threads that found no free slot */
+};
+
+/* ---- thread slots ----------------------------------------------------------------------- */
+
+struct slot {
+	_Atomic bool used;
+	_Atomic bool busy; /* seq_cst: pairs with unsubscribe's clearing of the pointer */
+} td_cacheline_aligned;
+
+static struct slot slots[TD_TRACE_MAX_THREADS];
+static _Atomic unsigned int nr_free_slots = TD_TRACE_MAX_THREADS;
+static pthread_key_t slot_key;
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+static _Thread_local int my_slot = -1;
+
+static void slot_release(void *arg)
+{
+	unsigned int s = (unsigned int)(uintptr_t)arg - 1;
+
+	/* Release: pairs with the next owner's acquiring claim; it takes over the rings. */
+	atomic_store_explicit(&slots[s].used, false, memory_order_release);
+	atomic_fetch_add_explicit(&nr_free_slots, 1, memory_order_relaxed);
+	my_slot = -1;
+}
+
+static void slot_key_create(void)
+{
+	if (pthread_key_create(&slot_key, slot_release))
+		abort();
+}
+
+/* Return: this thread's slot, claimed now if it has none; -1 when all are taken. */
+static int slot_get(void)
+{
+	if (td_likely(my_slot >= 0))
+		return my_slot;
+	if (!atomic_load_explicit(&nr_free_slots, memory_order_relaxed))
+		return -1;
+	pthread_once(&slot_once, slot_key_create);
+	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++) {
+		bool expected = false;
+
+		/* Acquire: pairs with slot_release() of the thread that had it before. */
+		if (!atomic_load_explicit(&slots[s].used, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong_explicit(&slots[s].used, &expected, true,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+			if (pthread_setspecific(slot_key, (void *)(uintptr_t)(s + 1))) {
+				atomic_store_explicit(&slots[s].used, false, memory_order_release);
+				return -1;
+			}
+			atomic_fetch_sub_explicit(&nr_free_slots, 1, memory_order_relaxed);
+			my_slot = (int)s;
+			return my_slot;
+		}
+	}
+	return -1;
+}
+
+/* ---- hub -------------------------------------------------------------------------------- */
 
 struct td_trace *td_trace_create(void)
 {
@@ -60,7 +144,6 @@ struct td_trace *td_trace_create(void)
 	if (!t->priv)
 		goto out_free_trace;
 	td_mutex_init(&t->priv->lock);
-	td_list_init(&t->priv->subs);
 	atomic_init(&t->nr_subs, 0);
 	return t;
 
@@ -71,16 +154,20 @@ out_free_trace:
 
 void td_trace_destroy(struct td_trace *t)
 {
-	assert(td_list_empty(&t->priv->subs));
 	assert(atomic_load_explicit(&t->nr_subs, memory_order_relaxed) == 0);
 	td_mutex_destroy(&t->priv->lock);
 	free(t->priv);
 	free(t);
 }
 
+uint64_t td_trace_dropped(const struct td_trace *t)
+{
+	return atomic_load_explicit(&t->priv->dropped, memory_order_relaxed);
+}
+
 struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity)
 {
-	/* Rounding up at most doubles it, so the ring's size in bytes cannot overflow. */
+	/* Rounding up at most doubles it, so a ring's size in bytes cannot overflow. */
 	const size_t max_capacity = SIZE_MAX / 2 / sizeof(struct td_trace_event);
 	struct td_trace_priv *p = t->priv;
 	struct td_trace_sub *sub;
@@ -92,23 +179,26 @@ struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity)
 	}
 	while (size < capacity)
 		size <<= 1;
-
 	sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return NULL;
-	sub->ring = calloc(size, sizeof(*sub->ring));
-	if (!sub->ring)
-		goto out_free_sub;
-	sub->mask = size - 1;
+	sub->size = size;
+	sub->slotless_seen = atomic_load_explicit(&p->slotless, memory_order_relaxed);
 
 	td_mutex_lock(&p->lock);
-	td_list_add_tail(&sub->link, &p->subs);
-	atomic_fetch_add_explicit(&t->nr_subs, 1, memory_order_relaxed);
+	for (unsigned int i = 0; i < TD_TRACE_MAX_SUBS; i++) {
+		if (atomic_load_explicit(&p->subs[i], memory_order_relaxed))
+			continue;
+		sub->index = i;
+		/* Release: emitters that see the pointer see the zeroed rings. */
+		atomic_store_explicit(&p->subs[i], sub, memory_order_release);
+		atomic_fetch_add_explicit(&t->nr_subs, 1, memory_order_relaxed);
+		td_mutex_unlock(&p->lock);
+		return sub;
+	}
 	td_mutex_unlock(&p->lock);
-	return sub;
-
-out_free_sub:
 	free(sub);
+	errno = EBUSY;
 	return NULL;
 }
 
@@ -117,53 +207,169 @@ void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub)
 	struct td_trace_priv *p = t->priv;
 
 	td_mutex_lock(&p->lock);
-	assert(atomic_load_explicit(&t->nr_subs, memory_order_relaxed) > 0);
-	td_list_del(&sub->link);
+	assert(atomic_load_explicit(&p->subs[sub->index], memory_order_relaxed) == sub);
+	/* seq_cst: pairs with the emitter's busy flag (the top of this file). */
+	atomic_store(&p->subs[sub->index], NULL);
 	atomic_fetch_sub_explicit(&t->nr_subs, 1, memory_order_relaxed);
 	td_mutex_unlock(&p->lock);
 
-	free(sub->ring);
+	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++)
+		while (atomic_load(&slots[s].busy))
+			sched_yield();
+	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++)
+		free(atomic_load_explicit(&sub->rings[s], memory_order_acquire));
 	free(sub);
 }
 
-size_t td_trace_read(struct td_trace *t, struct td_trace_sub *sub, struct td_trace_event *out,
-		     size_t max, uint64_t *dropped)
+/* ---- emit ------------------------------------------------------------------------------- */
+
+static void count_drop(struct td_trace *t, struct td_trace_ring *r)
 {
-	struct td_trace_priv *p = t->priv;
-	size_t n;
+	if (r)
+		atomic_store_explicit(&r->dropped,
+				      atomic_load_explicit(&r->dropped, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->priv->dropped, 1, memory_order_relaxed);
+}
 
-	td_mutex_lock(&p->lock);
-	n = (size_t)TD_MIN((uint64_t)max, sub->head - sub->tail);
-	for (size_t done = 0; done < n;) {
-		size_t at = (size_t)(sub->tail & sub->mask);
-		/* Copy up to the end of the ring, then wrap. */
-		size_t chunk = TD_MIN(n - done, sub->mask + 1 - at);
+static void ring_put(struct td_trace *t, struct td_trace_sub *sub, unsigned int s,
+		     const struct td_trace_event *ev)
+{
+	struct td_trace_ring *r = atomic_load_explicit(&sub->rings[s], memory_order_relaxed);
+	uint64_t head;
 
-		memcpy(out + done, sub->ring + at, chunk * sizeof(*out));
-		done += chunk;
-		sub->tail += chunk;
+	if (td_unlikely(!r)) {
+		r = calloc(1, sizeof(*r) + sub->size * sizeof(r->ev[0]));
+		if (!r) {
+			atomic_fetch_add_explicit(&sub->unallocated, 1, memory_order_relaxed);
+			count_drop(t, NULL);
+			return;
+		}
+		r->mask = sub->size - 1;
+		/* Release: pairs with the reader's acquire; it sees mask and zeroed counters. */
+		atomic_store_explicit(&sub->rings[s], r, memory_order_release);
 	}
-	*dropped = sub->dropped;
-	sub->dropped = 0;
-	td_mutex_unlock(&p->lock);
-	return n;
+	head = atomic_load_explicit(&r->head, memory_order_relaxed);
+	if (head - r->cached_tail > r->mask) {
+		/* Acquire: pairs with the reader's release of tail; the slots it freed are ours. */
+		r->cached_tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+		if (head - r->cached_tail > r->mask) {
+			count_drop(t, r);
+			return;
+		}
+	}
+	r->ev[head & r->mask] = *ev;
+	/* Release: pairs with the reader's acquire of head; it sees the event. */
+	atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
 void td_trace_emit_slow(struct td_trace *t, const struct td_trace_event *ev)
 {
 	struct td_trace_priv *p = t->priv;
-	struct td_list *pos;
+	int s = slot_get();
 
-	td_mutex_lock(&p->lock);
-	td_list_for_each(pos, &p->subs) {
-		struct td_trace_sub *sub = td_list_entry(pos, struct td_trace_sub, link);
-
-		if (sub->head - sub->tail > sub->mask) {
-			sub->dropped++;
-			continue;
-		}
-		sub->ring[sub->head & sub->mask] = *ev;
-		sub->head++;
+	if (td_unlikely(s < 0)) {
+		/*
+		 * Without a slot there is no busy flag to keep a subscriber alive: count the
+		 * loss in the hub, where each subscriber reads it (td_trace_read_until()).
+		 */
+		atomic_fetch_add_explicit(&p->slotless, 1, memory_order_relaxed);
+		count_drop(t, NULL);
+		return;
 	}
-	td_mutex_unlock(&p->lock);
+	/* seq_cst: pairs with td_trace_unsubscribe() (the top of this file). */
+	atomic_store(&slots[s].busy, true);
+	for (unsigned int i = 0; i < TD_TRACE_MAX_SUBS; i++) {
+		struct td_trace_sub *sub = atomic_load(&p->subs[i]);
+
+		if (sub)
+			ring_put(t, sub, (unsigned int)s, ev);
+	}
+	/* Release: the unsubscriber that sees false may free what we wrote to. */
+	atomic_store_explicit(&slots[s].busy, false, memory_order_release);
+}
+
+/* ---- read ------------------------------------------------------------------------------- */
+
+/* The time of @r's oldest unread event; the reader's own tail is read relaxed. */
+static uint64_t ring_front_time(struct td_trace_ring *r)
+{
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	return r->ev[tail & r->mask].time_ns;
+}
+
+static void heap_down(struct td_trace_ring **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1;
+		size_t m = i;
+
+		if (l < n && ring_front_time(h[l]) < ring_front_time(h[m]))
+			m = l;
+		if (l + 1 < n && ring_front_time(h[l + 1]) < ring_front_time(h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		struct td_trace_ring *tmp = h[i];
+
+		h[i] = h[m];
+		h[m] = tmp;
+		i = m;
+	}
+}
+
+size_t td_trace_read_until(struct td_trace *t, struct td_trace_sub *sub,
+			   struct td_trace_event *out, size_t max, uint64_t until_ns,
+			   uint64_t *dropped)
+{
+	struct td_trace_ring **h = sub->heap;
+	uint64_t lost = 0;
+	size_t nh = 0;
+	size_t n = 0;
+
+	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++) {
+		/* Acquire: pairs with ring_put()'s publication of the ring. */
+		struct td_trace_ring *r = atomic_load_explicit(&sub->rings[s], memory_order_acquire);
+		uint64_t d;
+
+		if (!r)
+			continue;
+		d = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+		lost += d - r->dropped_seen;
+		r->dropped_seen = d;
+		/* Acquire: pairs with ring_put()'s release of head; the events are written. */
+		r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (r->head_seen != atomic_load_explicit(&r->tail, memory_order_relaxed) &&
+		    ring_front_time(r) <= until_ns)
+			h[nh++] = r;
+	}
+	uint64_t u = atomic_load_explicit(&sub->unallocated, memory_order_relaxed);
+	uint64_t sl = atomic_load_explicit(&t->priv->slotless, memory_order_relaxed);
+
+	lost += u - sub->unallocated_seen + (sl - sub->slotless_seen);
+	sub->unallocated_seen = u;
+	sub->slotless_seen = sl;
+	*dropped = lost;
+
+	for (size_t i = nh / 2; i-- > 0;)
+		heap_down(h, nh, i);
+	while (nh && n < max) {
+		struct td_trace_ring *r = h[0];
+		uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+		out[n++] = r->ev[tail & r->mask];
+		tail++;
+		/* Release: pairs with ring_put()'s acquire of tail; the slot may be reused. */
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
+		if (tail == r->head_seen || r->ev[tail & r->mask].time_ns > until_ns)
+			h[0] = h[--nh];
+		heap_down(h, nh, 0);
+	}
+	return n;
+}
+
+size_t td_trace_read(struct td_trace *t, struct td_trace_sub *sub, struct td_trace_event *out,
+		     size_t max, uint64_t *dropped)
+{
+	return td_trace_read_until(t, sub, out, max, UINT64_MAX, dropped);
 }

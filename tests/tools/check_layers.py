@@ -11,7 +11,7 @@ include/tagdisk, then src/daemon and src/ctl side by side:
     common <- ctl
 
 A quoted include names its layer ("common/log.h", "tagdisk/queue.h",
-"daemon/config.h", "ctl/blktrace.h"); a bare name ("admin_int.h") is a header
+"daemon/config.h", "ctl/ctl_int.h"); a bare name ("admin_int.h") is a header
 beside the including file. Two rules:
 
   1. a file includes only headers of its own layer or of a layer below it;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_blktrace.c - the blktrace records tagdiskctl writes: exact bytes of a
- * header, the action words blkparse decodes, process notes, relative and
- * non-decreasing times, and errors.
+ * test_blktrace.c - the blktrace records a `trace blktrace` stream carries:
+ * exact bytes of a header, the action words blkparse decodes, process notes,
+ * relative and non-decreasing times, drop messages and sequence gaps, errors.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "ctl/blktrace.h"
+#include "common/blktrace_writer.h"
 
 #if __has_include(<linux/blktrace_api.h>)
 #include <linux/blktrace_api.h>
@@ -172,6 +172,26 @@ static int sink_setup(void **state)
 	return 0;
 }
 
+/* The writer's emit callback: a stdio stream. */
+static int file_emit(void *arg, const void *buf, size_t len)
+{
+	errno = 0;
+	if (fwrite(buf, 1, len, arg) != len)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+static struct td_blktrace *writer(FILE *f, uint32_t device, td_blktrace_comm_fn comm, void *arg)
+{
+	return td_blktrace_create(&(struct td_blktrace_writer_params){
+		.emit = file_emit,
+		.emit_arg = f,
+		.device = device,
+		.comm = comm,
+		.comm_arg = arg,
+	});
+}
+
 static int sink_teardown(void **state)
 {
 	struct sink *s = *state;
@@ -201,21 +221,20 @@ static int fake_comm(int32_t pid, char comm[TD_BLKTRACE_COMM_LEN], void *arg)
 	return -ENOENT;
 }
 
-static struct td_ctl_event event(char action, const char *op, uint64_t time_ns, int64_t pid,
+static struct td_blktrace_event event(char action, const char *op, uint64_t time_ns, int64_t pid,
 				 uint64_t sector, uint64_t sectors)
 {
-	return (struct td_ctl_event){
+	return (struct td_blktrace_event){
 		.time_ns = time_ns,
 		.pid = pid,
 		.action = action,
 		.op = op,
 		.sector = sector,
 		.sectors = sectors,
-		.tag = -1,
 	};
 }
 
-static int add(struct td_blktrace *bt, struct td_ctl_event ev)
+static int add(struct td_blktrace *bt, struct td_blktrace_event ev)
 {
 	return td_blktrace_add(bt, &ev);
 }
@@ -239,8 +258,8 @@ static uint16_t le16(const unsigned char *p)
 static void test_add_writes_process_note_then_event_exact_bytes(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
-	struct td_ctl_event ev = event('Q', "write", 5000000123ULL, 4321, 2048, 8);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
+	struct td_blktrace_event ev = event('Q', "write", 5000000123ULL, 4321, 2048, 8);
 	static const unsigned char expected[] = {
 		/* the process note: sequence 0, time 0, action 0x04000000 (notify, process) */
 		0x07, 0x74, 0x61, 0x65, 0x00, 0x00, 0x00, 0x00,		/* magic, sequence */
@@ -261,7 +280,7 @@ static void test_add_writes_process_note_then_event_exact_bytes(void **state)
 
 	assert_non_null(bt);
 	assert_int_equal(td_blktrace_add(bt, &ev), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->len, sizeof(expected));
 	assert_memory_equal(s->buf, expected, sizeof(expected));
 	assert_int_equal(td_blktrace_events(bt), 1);
@@ -272,7 +291,7 @@ static void test_add_writes_process_note_then_event_exact_bytes(void **state)
 static void test_add_names_each_pid_once_and_numbers_only_io_records(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
 	const size_t note = TD_BLKTRACE_RECORD_LEN + TD_BLKTRACE_COMM_LEN;
 	const unsigned char *p;
 
@@ -281,7 +300,7 @@ static void test_add_names_each_pid_once_and_numbers_only_io_records(void **stat
 	assert_int_equal(add(bt, event('Q', "read", 20, 77, 64, 8)), 0);
 	assert_int_equal(add(bt, event('G', "write", 30, 4321, 0, 8)), 0);
 	assert_int_equal(add(bt, event('G', "read", 40, 77, 64, 8)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->comm_calls, 2);
 	assert_int_equal(s->len, 2 * note + 4 * TD_BLKTRACE_RECORD_LEN);
 	assert_int_equal(td_blktrace_events(bt), 4);
@@ -314,7 +333,7 @@ static void test_add_names_each_pid_once_and_numbers_only_io_records(void **stat
 static void test_add_writes_no_note_for_unnamed_or_nonpositive_pid(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
 
 	assert_non_null(bt);
 	/* 555 is unknown to fake_comm: asked once, then remembered as nameless. */
@@ -322,7 +341,7 @@ static void test_add_writes_no_note_for_unnamed_or_nonpositive_pid(void **state)
 	assert_int_equal(add(bt, event('D', "write", 2, 555, 0, 8)), 0);
 	assert_int_equal(add(bt, event('C', "write", 3, 0, 0, 8)), 0);
 	assert_int_equal(add(bt, event('C', "write", 4, -1, 0, 8)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->comm_calls, 1);
 	assert_int_equal(s->last_comm_pid, 555);
 	assert_int_equal(s->len, 4 * TD_BLKTRACE_RECORD_LEN);
@@ -334,11 +353,11 @@ static void test_add_writes_no_note_for_unnamed_or_nonpositive_pid(void **state)
 static void test_add_without_comm_callback_writes_no_notes(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_MKDEV(8, 0), NULL, NULL);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_MKDEV(8, 0), NULL, NULL);
 
 	assert_non_null(bt);
 	assert_int_equal(add(bt, event('Q', "read", 1, 4321, 0, 8)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->len, TD_BLKTRACE_RECORD_LEN);
 	assert_int_equal(le32((const unsigned char *)s->buf + 36), 8U << 20);
 	td_blktrace_free(bt);
@@ -347,7 +366,7 @@ static void test_add_without_comm_callback_writes_no_notes(void **state)
 static void test_add_makes_times_relative_and_never_decreasing(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
 	static const uint64_t in[] = { 1000000, 1000500, 1000400, 999000, 1002000 };
 	static const uint64_t want[] = { 0, 500, 500, 500, 2000 };
 	size_t i;
@@ -355,7 +374,7 @@ static void test_add_makes_times_relative_and_never_decreasing(void **state)
 	assert_non_null(bt);
 	for (i = 0; i < TD_ARRAY_SIZE(in); i++)
 		assert_int_equal(add(bt, event('Q', "write", in[i], 1, i * 8, 8)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->len, TD_ARRAY_SIZE(in) * TD_BLKTRACE_RECORD_LEN);
 	for (i = 0; i < TD_ARRAY_SIZE(in); i++) {
 		const unsigned char *p = (const unsigned char *)s->buf + i * TD_BLKTRACE_RECORD_LEN;
@@ -369,10 +388,10 @@ static void test_add_makes_times_relative_and_never_decreasing(void **state)
 static void test_add_puts_positive_errno_only_on_completions(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
-	struct td_ctl_event c = event('C', "read", 1, 1, 0, 8);
-	struct td_ctl_event d = event('D', "read", 1, 1, 0, 8);
-	struct td_ctl_event ok = event('C', "read", 1, 1, 0, 8);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
+	struct td_blktrace_event c = event('C', "read", 1, 1, 0, 8);
+	struct td_blktrace_event d = event('D', "read", 1, 1, 0, 8);
+	struct td_blktrace_event ok = event('C', "read", 1, 1, 0, 8);
 	const unsigned char *p;
 
 	assert_non_null(bt);
@@ -381,7 +400,7 @@ static void test_add_puts_positive_errno_only_on_completions(void **state)
 	assert_int_equal(td_blktrace_add(bt, &c), 0);
 	assert_int_equal(td_blktrace_add(bt, &d), 0);
 	assert_int_equal(td_blktrace_add(bt, &ok), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	p = (const unsigned char *)s->buf;
 	assert_int_equal(le16(p + 44), EIO);
 	assert_int_equal(le16(p + TD_BLKTRACE_RECORD_LEN + 44), 0);
@@ -392,13 +411,13 @@ static void test_add_puts_positive_errno_only_on_completions(void **state)
 static void test_add_gives_flush_zero_bytes_and_bytes_of_sectors(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
 	const unsigned char *p;
 
 	assert_non_null(bt);
 	assert_int_equal(add(bt, event('D', "flush", 1, 1, 0, 0)), 0);
 	assert_int_equal(add(bt, event('D', "write", 2, 1, 8, 2048)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	p = (const unsigned char *)s->buf;
 	assert_int_equal(le32(p + 24), 0);
 	assert_int_equal(le32(p + 28), 0x00450007);
@@ -409,19 +428,19 @@ static void test_add_gives_flush_zero_bytes_and_bytes_of_sectors(void **state)
 static void test_add_rejects_unknown_action_and_writes_nothing(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = td_blktrace_create(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, fake_comm, s);
 
 	assert_non_null(bt);
 	assert_int_equal(add(bt, event('Z', "write", 9, 4321, 0, 8)), -EINVAL);
 	assert_int_equal(add(bt, event('Q', "copy", 9, 4321, 0, 8)), -EINVAL);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->len, 0);
 	assert_int_equal(s->comm_calls, 0);
 	assert_int_equal(td_blktrace_events(bt), 0);
 	assert_int_equal(td_blktrace_bytes(bt), 0);
 	/* Nor did the rejected events fix time 0 or take a sequence number. */
 	assert_int_equal(add(bt, event('Q', "write", 50, 1, 0, 8)), 0);
-	assert_int_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(le32((const unsigned char *)s->buf + 4), 1);
 	assert_int_equal(le64((const unsigned char *)s->buf + 8), 0);
 	td_blktrace_free(bt);
@@ -434,13 +453,44 @@ static void test_add_reports_the_errno_of_a_failed_write(void **state)
 
 	(void)state;
 	assert_non_null(ro);
-	bt = td_blktrace_create(ro, TD_BLKTRACE_DEVICE, NULL, NULL);
+	bt = writer(ro, TD_BLKTRACE_DEVICE, NULL, NULL);
 	assert_non_null(bt);
 	assert_int_equal(add(bt, event('Q', "write", 1, 1, 0, 8)), -EBADF);
 	assert_int_equal(td_blktrace_events(bt), 0);
-	assert_int_not_equal(td_blktrace_flush(bt), 0);
+	assert_int_equal(td_blktrace_bytes(bt), 0);
 	td_blktrace_free(bt);
 	fclose(ro);
+}
+
+static void test_dropped_writes_a_message_and_leaves_a_sequence_gap(void **state)
+{
+	struct sink *s = *state;
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
+	static const char msg[] = TD_BLKTRACE_DROPPED_MSG "1234";
+	const unsigned char *p;
+
+	assert_non_null(bt);
+	assert_int_equal(add(bt, event('Q', "write", 100, 1, 0, 8)), 0);
+	assert_int_equal(add(bt, event('C', "write", 350, 1, 0, 8)), 0);
+	assert_int_equal(td_blktrace_dropped(bt, 0), 0); /* nothing lost: nothing written */
+	assert_int_equal(td_blktrace_dropped(bt, 1234), 0);
+	assert_int_equal(add(bt, event('Q', "read", 900, 1, 64, 8)), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 3 * TD_BLKTRACE_RECORD_LEN + TD_BLKTRACE_RECORD_LEN + strlen(msg));
+	assert_int_equal(td_blktrace_events(bt), 3);
+	assert_int_equal(td_blktrace_lost(bt), 1234);
+	assert_int_equal(td_blktrace_bytes(bt), s->len);
+
+	p = (const unsigned char *)s->buf + 2 * TD_BLKTRACE_RECORD_LEN;
+	assert_int_equal(le32(p + 4), 0);			  /* a note has no sequence */
+	assert_int_equal(le64(p + 8), 250);			  /* the last time written */
+	assert_int_equal(le32(p + 28), TD_BLKTRACE_TN_MESSAGE);
+	assert_int_equal(le16(p + 46), strlen(msg));
+	assert_memory_equal(p + TD_BLKTRACE_RECORD_LEN, msg, strlen(msg));
+	p += TD_BLKTRACE_RECORD_LEN + strlen(msg);
+	assert_int_equal(le32(p + 4), 2 + 1234 + 1); /* blkparse counts the gap as lost */
+	assert_int_equal(le64(p + 8), 800);
+	td_blktrace_free(bt);
 }
 
 static void test_proc_comm_reads_the_name_of_a_live_process(void **state)
@@ -498,6 +548,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_rejects_unknown_action_and_writes_nothing,
 						sink_setup, sink_teardown),
 		cmocka_unit_test(test_add_reports_the_errno_of_a_failed_write),
+		cmocka_unit_test_setup_teardown(
+			test_dropped_writes_a_message_and_leaves_a_sequence_gap, sink_setup,
+			sink_teardown),
 		cmocka_unit_test(test_proc_comm_reads_the_name_of_a_live_process),
 		cmocka_unit_test(test_proc_comm_fails_for_no_process),
 	};

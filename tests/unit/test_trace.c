@@ -440,6 +440,151 @@ static void test_trace_concurrent_emitters_lose_nothing_unaccounted(void **state
 	assert_int_equal(nr_subs(f->t), 0);
 }
 
+/* ---- per-thread rings ------------------------------------------------------------------- */
+
+struct stamp_thread {
+	pthread_t thread;
+	struct td_trace *t;
+	int32_t id;
+	uint64_t first, step, count; /* times first, first + step, ... */
+	pthread_barrier_t *alive;    /* NULL, or: stay until every thread has emitted */
+};
+
+static void *stamp_main(void *arg)
+{
+	struct stamp_thread *st = arg;
+
+	for (uint64_t i = 0; i < st->count; i++) {
+		uint64_t time = st->first + i * st->step;
+
+		td_trace_emit(st->t, TD_TA_QUEUE, TD_OP_READ, false, time, 8, st->id, -1, 0, time);
+	}
+	/* A thread that exits gives its slot (and ring) to the next one: keep them apart. */
+	if (st->alive)
+		pthread_barrier_wait(st->alive);
+	return NULL;
+}
+
+static void run_stamp_threads(struct stamp_thread *th, size_t n)
+{
+	pthread_barrier_t alive;
+
+	assert_int_equal(pthread_barrier_init(&alive, NULL, (unsigned int)n), 0);
+	for (size_t i = 0; i < n; i++)
+		th[i].alive = &alive;
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&th[i].thread, NULL, stamp_main, &th[i]), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(pthread_join(th[i].thread, NULL), 0);
+	pthread_barrier_destroy(&alive);
+}
+
+static void test_trace_rings_of_several_threads_are_merged_in_time_order(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[64];
+	uint64_t dropped = 99;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 16);
+	/* Three threads, times interleaved: 0 3 6.. / 1 4 7.. / 2 5 8.. */
+	struct stamp_thread th[3];
+
+	for (int i = 0; i < 3; i++)
+		th[i] = (struct stamp_thread){ .t = f->t, .id = i, .first = (uint64_t)i, .step = 3,
+					       .count = 10 };
+	run_stamp_threads(th, 3);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 30);
+	assert_int_equal(dropped, 0);
+	for (uint64_t i = 0; i < 30; i++) {
+		assert_int_equal(out[i].time_ns, i);
+		assert_int_equal(out[i].pid, (int32_t)(i % 3));
+	}
+}
+
+static void test_trace_each_thread_has_its_own_ring_of_the_capacity(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[64];
+	uint64_t dropped = 0;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 8);
+	struct stamp_thread th[2] = {
+		{ .t = f->t, .id = 0, .first = 0, .step = 2, .count = 12 },
+		{ .t = f->t, .id = 1, .first = 1, .step = 2, .count = 12 },
+	};
+
+	/* 8 fit in each thread's ring: 16 delivered, 4 + 4 dropped, nothing shared. */
+	run_stamp_threads(th, 2);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 16);
+	assert_int_equal(dropped, 8);
+	assert_int_equal(td_trace_dropped(f->t), 8);
+	for (uint64_t i = 0; i < 16; i++)
+		assert_int_equal(out[i].time_ns, i);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 0);
+	assert_int_equal(dropped, 0);
+	/* The hub's total stays: it is what `stats` reports. */
+	assert_int_equal(td_trace_dropped(f->t), 8);
+}
+
+static void test_trace_read_until_leaves_later_events_for_the_next_read(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[16];
+	uint64_t dropped = 0;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 16);
+
+	for (uint64_t seq = 0; seq < 6; seq++)
+		emit_seq(f->t, seq); /* times 1000..1005 */
+	assert_int_equal(td_trace_read_until(f->t, sub, out, 16, 1002, &dropped), 3);
+	assert_int_equal(out[2].time_ns, 1002);
+	assert_int_equal(td_trace_read_until(f->t, sub, out, 16, 1002, &dropped), 0);
+	assert_int_equal(td_trace_read_until(f->t, sub, out, 16, UINT64_MAX, &dropped), 3);
+	assert_int_equal(out[0].time_ns, 1003);
+	assert_int_equal(out[2].time_ns, 1005);
+}
+
+static void test_trace_threads_that_exit_give_their_slot_back(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[8];
+	uint64_t dropped = 0;
+	uint64_t total = 0;
+	struct td_trace_sub *sub = fx_subscribe(f, 0, 4);
+
+	/* Twice as many short-lived threads as there are slots, one after another. */
+	for (int i = 0; i < 2 * TD_TRACE_MAX_THREADS; i++) {
+		struct stamp_thread th = { .t = f->t, .id = i, .first = (uint64_t)i, .step = 1,
+					   .count = 1 };
+		size_t n;
+
+		run_stamp_threads(&th, 1);
+		n = td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped);
+		assert_int_equal(n, 1);
+		assert_int_equal(dropped, 0);
+		assert_int_equal(out[0].pid, i);
+		total += n;
+	}
+	assert_int_equal(total, 2 * TD_TRACE_MAX_THREADS);
+}
+
+static void test_trace_subscribers_beyond_the_maximum_get_ebusy(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_sub *subs[TD_TRACE_MAX_SUBS];
+
+	for (int i = 0; i < TD_TRACE_MAX_SUBS; i++) {
+		subs[i] = td_trace_subscribe(f->t, 4);
+		assert_non_null(subs[i]);
+	}
+	errno = 0;
+	assert_null(td_trace_subscribe(f->t, 4));
+	assert_int_equal(errno, EBUSY);
+	td_trace_unsubscribe(f->t, subs[3]);
+	subs[3] = td_trace_subscribe(f->t, 4);
+	assert_non_null(subs[3]);
+	for (int i = 0; i < TD_TRACE_MAX_SUBS; i++)
+		td_trace_unsubscribe(f->t, subs[i]);
+	assert_int_equal(nr_subs(f->t), 0);
+}
+
 #define TRACE_TEST(fn) cmocka_unit_test_setup_teardown(fn, trace_setup, trace_teardown)
 
 int main(void)
@@ -456,6 +601,11 @@ int main(void)
 		TRACE_TEST(test_trace_two_subscribers_each_get_every_event),
 		TRACE_TEST(test_trace_unsubscribe_stops_delivery),
 		TRACE_TEST(test_trace_concurrent_emitters_lose_nothing_unaccounted),
+		TRACE_TEST(test_trace_rings_of_several_threads_are_merged_in_time_order),
+		TRACE_TEST(test_trace_each_thread_has_its_own_ring_of_the_capacity),
+		TRACE_TEST(test_trace_read_until_leaves_later_events_for_the_next_read),
+		TRACE_TEST(test_trace_threads_that_exit_give_their_slot_back),
+		TRACE_TEST(test_trace_subscribers_beyond_the_maximum_get_ebusy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,57 +1,42 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * blktrace.h - tagdisk trace events written as Linux blktrace binary records,
- * so that blkparse(1) and btt(1) read what `tagdiskctl trace --blktrace`
- * recorded as if blktrace(8) had traced a real disk.
+ * blktrace_fmt.h - the Linux blktrace binary record (struct blk_io_trace),
+ * which the daemon streams to `tagdiskctl trace --blktrace` (docs/protocol.md,
+ * "trace blktrace"; common/blktrace_writer.h builds the stream) and which
+ * tagdiskctl reads back to count what the file holds.
  *
- * The file is what blktrace writes for one CPU of one device: records of a
- * 48-byte header, each followed by pdu_len bytes of payload.
+ * A record is a 48-byte header, followed by pdu_len bytes of payload:
  *
  *   offset size field
  *        0    4 magic     TD_BLKTRACE_MAGIC | TD_BLKTRACE_VERSION
- *        4    4 sequence  1, 2, 3, ... over the I/O records; 0 on notes
+ *        4    4 sequence  1, 2, 3, ... over the I/O records of a CPU; 0 on notes
  *        8    8 time      nanoseconds since the first event
  *       16    8 sector    512-byte sectors
  *       24    4 bytes     transfer length
  *       28    4 action    category bits << 16 | action code
  *       32    4 pid       the process that submitted the I/O
  *       36    4 device    major << 20 | minor, the kernel's internal dev_t
- *       40    4 cpu       always 0: the file is the trace of "CPU 0"
+ *       40    4 cpu       always 0: a tagdisk trace is the trace of "CPU 0"
  *       44    2 error     positive errno on a failed completion, else 0
  *       46    2 pdu_len   payload bytes that follow
  *
  * Fields are written little-endian whatever the host; blkparse finds the
  * byte order from the magic and swaps when it must.
  *
- * blkparse looks for NAME.blktrace.CPU: name the file NAME.blktrace.0 and
- * run `blkparse -i NAME`. btt reads the single file `blkparse -d FILE`
- * dumps.
+ * Two kinds of note carry no I/O: a process note (TD_BLKTRACE_TN_PROCESS,
+ * payload the 16-byte NUL-padded command name of pid) and a message
+ * (TD_BLKTRACE_TN_MESSAGE, payload text, which blkparse prints as an "m"
+ * line), which tagdisk uses to say that events were dropped.
  *
- * The first time an event names a pid, a process note (TD_BLKTRACE_TN_PROCESS,
- * payload: the 16-byte NUL-padded command name) goes out before it, so that
- * blkparse prints process names. Names come from a callback, so tests need
- * no /proc.
- *
- * Times are made non-decreasing as they are written: the daemon stamps an
- * event before it queues it to subscribers, so two events from different
- * threads can arrive a few nanoseconds out of order, and blkparse expects a
- * CPU's sequence numbers to follow its clock. An event that arrives early is
- * given the time of the one before it.
- *
- * A struct td_blktrace writes to a stdio stream it borrows; the caller opens
- * and closes the stream and frees the writer.
- *
- * LOCKING: none. A writer belongs to one thread.
+ * LOCKING: none; these functions have no state.
  */
-#ifndef TAGDISK_BLKTRACE_H
-#define TAGDISK_BLKTRACE_H
+#ifndef TAGDISK_BLKTRACE_FMT_H
+#define TAGDISK_BLKTRACE_FMT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include "common/compiler.h"
-#include "ctl/ctl_format.h"
 
 #define TD_BLKTRACE_MAGIC	0x65617400U
 #define TD_BLKTRACE_VERSION	0x07U
@@ -62,7 +47,7 @@
 
 /* A dev_t as blktrace stores it: 12 bits of major above 20 bits of minor. */
 #define TD_BLKTRACE_MKDEV(major, minor) ((uint32_t)(major) << 20 | (uint32_t)(minor))
-/* The device tagdiskctl names in its traces: 259:0, the first "blkext" (NVMe-style) disk. */
+/* The device tagdisk names in its traces: 259:0, the first "blkext" (NVMe-style) disk. */
 #define TD_BLKTRACE_DEVICE	TD_BLKTRACE_MKDEV(259, 0)
 
 /* Category bits; the action word holds them shifted up by TD_BLKTRACE_CAT_SHIFT. */
@@ -96,6 +81,10 @@ enum td_blktrace_act {
 
 /* The note that binds a pid to a process name: action code 0 in the notify category. */
 #define TD_BLKTRACE_TN_PROCESS ((uint32_t)TD_BLKTRACE_CAT_NOTIFY << TD_BLKTRACE_CAT_SHIFT)
+/* A text message (the kernel's BLK_TN_MESSAGE): action code 2 in the notify category. */
+#define TD_BLKTRACE_TN_MESSAGE (TD_BLKTRACE_TN_PROCESS | 2U)
+/* The message tagdisk writes when events were lost, followed by their number. */
+#define TD_BLKTRACE_DROPPED_MSG "tagdisk: dropped events: "
 
 /* One record header, in host order; td_blktrace_encode() lays it out. */
 struct td_blktrace_record {
@@ -129,45 +118,16 @@ size_t td_blktrace_encode(const struct td_blktrace_record *rec,
 			  unsigned char out[TD_BLKTRACE_RECORD_LEN]) td_nonnull(1, 2);
 
 /*
- * Find the name of process @pid for its process note: write it, NUL-padded,
- * to @comm. @arg is the one given to td_blktrace_create().
- * Return: 0, or a negative errno when there is no name to give (no note is written).
+ * Read the header at @in (TD_BLKTRACE_RECORD_LEN bytes, little-endian) into @rec.
+ * Return: true when its magic is a blktrace record of TD_BLKTRACE_VERSION.
  */
-typedef int (*td_blktrace_comm_fn)(int32_t pid, char comm[TD_BLKTRACE_COMM_LEN], void *arg);
+bool td_blktrace_decode(const unsigned char in[TD_BLKTRACE_RECORD_LEN],
+			struct td_blktrace_record *rec) td_nonnull(1, 2);
 
 /*
- * The name from /proc/@pid/comm (@arg unused), for td_blktrace_create().
+ * The name from /proc/@pid/comm, NUL-padded into @comm (@arg unused).
  * Return: 0, or a negative errno (-ENOENT once the process has gone).
  */
 int td_blktrace_proc_comm(int32_t pid, char comm[TD_BLKTRACE_COMM_LEN], void *arg) td_nonnull(2);
 
-struct td_blktrace;
-
-/*
- * A writer of records to @out (borrowed, kept open by the caller) for
- * device @device (see TD_BLKTRACE_MKDEV), naming processes through @comm
- * (NULL: no process notes) called with @arg.
- * Return: the writer, or NULL when memory runs out.
- */
-struct td_blktrace *td_blktrace_create(FILE *out, uint32_t device, td_blktrace_comm_fn comm,
-				       void *arg) td_nonnull(1) td_warn_unused;
-/* Free @bt without flushing its stream; NULL is allowed. */
-void td_blktrace_free(struct td_blktrace *bt);
-
-/*
- * Write the record for @ev, after a process note when its pid is new and
- * positive. The first event fixes time 0.
- * Return: 0; -EINVAL when @ev's action or op has no blktrace equivalent
- * (nothing written); -ENOMEM; or the negative errno of a failed write.
- */
-int td_blktrace_add(struct td_blktrace *bt, const struct td_ctl_event *ev) td_nonnull(1, 2);
-
-/* Push buffered records to the stream's file. Return: 0, or a negative errno. */
-int td_blktrace_flush(struct td_blktrace *bt) td_nonnull(1);
-
-/* Return: I/O records written so far (process notes not counted). */
-uint64_t td_blktrace_events(const struct td_blktrace *bt) td_nonnull(1);
-/* Return: bytes written so far, notes and payloads included. */
-uint64_t td_blktrace_bytes(const struct td_blktrace *bt) td_nonnull(1);
-
-#endif /* TAGDISK_BLKTRACE_H */
+#endif /* TAGDISK_BLKTRACE_FMT_H */
