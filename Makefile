@@ -41,6 +41,8 @@ TD_LDFLAGS := -pthread $(SAN_FLAGS)
 PKG_CONFIG ?= pkg-config
 FUSE_CFLAGS   ?= $(shell $(PKG_CONFIG) --cflags fuse3 2>/dev/null)
 FUSE_LIBS     ?= $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null)
+URING_CFLAGS  ?= $(shell $(PKG_CONFIG) --cflags liburing 2>/dev/null)
+URING_LIBS    ?= $(shell $(PKG_CONFIG) --libs liburing 2>/dev/null || echo -luring)
 CMOCKA_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS   ?= $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 # Debian's iniparser ships no .pc file.
@@ -53,10 +55,10 @@ JSON_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags json-c 2>/dev/null)
 JSON_LIBS   ?= $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null || echo -ljson-c)
 
 # One folder per layer; includes only point down (tests/tools/check_layers.py):
-#   src/common  log, locks, lists, rbtree, JSON   used by everyone, uses no one above it
+#   src/common  log, locks, lists, rbtree, JSON, blktrace records   used by everyone, uses no one above it
 #   src/engine  the block layer: queue to drive   libtagdisk.a (daemon, unit tests, bench)
 #   src/daemon  tagdiskd: FUSE front end, admin socket, config, image
-#   src/ctl     tagdiskctl: commands, printers, blktrace output
+#   src/ctl     tagdiskctl: commands, printers, top, trace output
 # A folder's main() (tagdiskd.c, tagdiskctl.c) is linked on its own; the rest goes in
 # the folder's library.
 layer_objs = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(2),$(wildcard src/$(1)/*.c)))
@@ -70,7 +72,7 @@ LIBCOMMON := $(BUILD)/libtdcommon.a
 LIBDAEMON := $(BUILD)/libtddaemon.a
 LIBCTL    := $(BUILD)/libtdctl.a
 LIBS      := $(LIBDAEMON) $(LIBCTL) $(LIBTD) $(LIBCOMMON)
-EXTLIBS    = $(FUSE_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) -lm
+EXTLIBS    = $(FUSE_LIBS) $(URING_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) -lm
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -84,7 +86,7 @@ all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBTD): $(ENGINE_OBJS)
 	@rm -f $@
@@ -209,6 +211,12 @@ bench: deps bench-tools
 BENCH_ENGINE_SECONDS ?= 1
 bench-engine: $(BUILD)/bench/bench_engine
 	@$(BUILD)/bench/bench_engine $(BENCH_ENGINE_SECONDS)
+
+# The README's pictures (docs/img/*.svg): the HDD model traced under fio, drawn by iowatcher.
+# Root, /dev/fuse, fio and blktrace; PLOTS_SECONDS per run (default 10), PLOTS_OUT.
+.PHONY: plots
+plots: all
+	@BUILD=$(BUILD) docs/plots.sh
 
 # ---- fuzzing (libFuzzer; clang and libclang-rt-14-dev) -----------------------------------
 #   make fuzz         every harness for FUZZ_SECONDS from its seed corpus, then its kept

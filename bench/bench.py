@@ -20,7 +20,8 @@ to the raw file and to the pass-through. The daemon's CPU seconds per GB come fr
 /proc/<pid>/stat around each job; its peak RSS from VmHWM.
 
 Then: fio psync numjobs=4 random writes with and without FOPEN_PARALLEL_DIRECT_WRITES,
-and the HDD model experiment (TCQ depth 1 vs 32; noop vs deadline on a mixed load).
+the trace row (4k randrw QD32 for 10 s with and without `tagdiskctl trace --blktrace`:
+IOPS ratio and dropped events), and the HDD model experiment (TCQ depth 1 vs 32; noop vs deadline on a mixed load).
 
 Usage: bench/bench.py [--build DIR] [--on-disk] [--runtime S] [--rounds N] [--size SIZE]
 """
@@ -138,6 +139,8 @@ def main():
     ap.add_argument("--size", default="1G")
     ap.add_argument("--skip-hdd", action="store_true")
     ap.add_argument("--only-hdd", action="store_true", help="run only the HDD model experiment")
+    ap.add_argument("--only-trace", action="store_true", help="run only the trace row")
+    ap.add_argument("--trace-runtime", type=int, default=10, help="seconds per trace-row run")
     ap.add_argument("--workers", type=int, default=None,
                     help="[drive] workers for the tagdiskd targets (default: the daemon's)")
     a = ap.parse_args()
@@ -145,6 +148,9 @@ def main():
     build = os.path.abspath(a.build)
     tagdiskd = os.path.join(build, "tagdiskd")
     passthrough = os.path.join(build, "bench", "tagdisk-passthrough")
+    if a.only_trace:
+        trace_experiment(build, a)
+        return
     for b in (tagdiskd, passthrough):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing (make all bench-tools)")
@@ -254,12 +260,18 @@ def main():
             print(f"  {label:<40} {r['iops']:10.0f} IOPS  p99 {r['p99']:8.0f} us")
         print()
 
+        trace_row = trace_experiment(build, a, store, first)
+        print()
+
         print("targets (ratios from this run):")
         print(f"  bio >= 0.95 x pass-through on every job: worst {worst['bio']:.2f} "
               f"-> {'met' if worst['bio'] >= 0.95 else 'NOT met'}")
         print(f"  rq (deadline, depth 32) >= 0.90 x pass-through: worst {worst['rq-deadline']:.2f} "
               f"-> {'met' if worst['rq-deadline'] >= 0.90 else 'NOT met'}")
         print(f"  rq (noop, depth 32), for reference: worst {worst['rq-noop']:.2f}")
+        print(f"  trace --blktrace: 0 dropped and >= 0.90 x untraced IOPS: {trace_row[1]} dropped, "
+              f"{trace_row[0]:.2f} -> "
+              f"{'met' if trace_row[1] == 0 and trace_row[0] >= 0.90 else 'NOT met'}")
         print(f"  CPU per GB in rq mode <= 1.2 x pass-through: worst {worst_cpu:.2f} "
               f"-> {'met' if worst_cpu <= 1.2 else 'NOT met'}")
         bound = 32 * 1024 + 128 * 1024
@@ -278,6 +290,66 @@ def main():
 
     if not a.skip_hdd:
         hdd_experiment(tagdiskd, a)
+
+
+def trace_experiment(build, a, store=None, image=None):
+    """The trace row: fio 4k randrw QD32 on rq-deadline, untraced and traced in turn.
+
+    Traced runs have `tagdiskctl trace --blktrace` (default buffers) writing to the same
+    file system as the image from before fio starts until after it ends. Return:
+    (IOPS ratio traced / untraced, events dropped), medians over a.rounds pairs.
+    """
+    tagdiskd = os.path.join(build, "tagdiskd")
+    tagdiskctl = os.path.join(build, "tagdiskctl")
+    work = tempfile.mkdtemp(prefix="tagdisk-trace.", dir=store)
+    img = image
+    if img is None:
+        img = os.path.join(work, "trace.img")
+        sh("fio", "--name=fill", f"--filename={img}", "--rw=write", "--bs=1M",
+           f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
+    runtime = a.trace_runtime
+    plain, traced, dropped, events = [], [], 0, []
+    d = Daemon(tagdiskd, img, work, "trace", ["--mode", "rq", "--elevator", "deadline",
+                                              "--depth", "32"])
+    try:
+        for rnd in range(a.rounds):
+            for with_trace in ((False, True) if rnd % 2 == 0 else (True, False)):
+                if not with_trace:
+                    plain.append(fio(d.disk, "randrw", "4k", 32, runtime, a.size, [])["iops"])
+                    continue
+                out = os.path.join(work, "t.blktrace.0")
+                before = admin(d.sock, "stats").get("trace_dropped", 0)
+                err = open(os.path.join(work, "tracer.err"), "w+")
+                tracer = subprocess.Popen([tagdiskctl, "-s", d.sock, "trace", "--blktrace", out],
+                                          stderr=err)
+                for _ in range(600):
+                    err.seek(0)
+                    if "writing" in err.read() or tracer.poll() is not None:
+                        break
+                    time.sleep(0.05)
+                traced.append(fio(d.disk, "randrw", "4k", 32, runtime, a.size, [])["iops"])
+                tracer.send_signal(signal.SIGINT)
+                tracer.wait(120)
+                err.seek(0)
+                summary = err.read()
+                err.close()
+                dropped += admin(d.sock, "stats").get("trace_dropped", 0) - before
+                for line in summary.splitlines():
+                    if " events (" in line:
+                        events.append(int(line.split()[2]))
+                os.unlink(out)
+    finally:
+        d.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    p, t = statistics.median(plain), statistics.median(traced)
+    ratio = t / p if p else 0
+    print(f"trace: fio 4k randrw QD32, {runtime}s, rq deadline depth 32, median of {a.rounds}:")
+    print(f"  untraced {p:10.0f} IOPS")
+    print(f"  traced   {t:10.0f} IOPS  (tagdiskctl trace --blktrace; {max(events or [0])} events "
+          f"in the largest file)")
+    print(f"  traced / untraced {ratio:.2f}, dropped {dropped} -> "
+          f"{'met' if dropped == 0 and ratio >= 0.90 else 'NOT met'} (target: 0 dropped, >= 0.90)")
+    return ratio, dropped
 
 
 def hdd_experiment(tagdiskd, a):

@@ -128,19 +128,25 @@ static void pt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	b = td_bufpool_get(pt->pool, size);
-	if (!b) {
+	/* Over io_uring, straight into the ring entry: the reply copies nothing. */
+	void *mem = td_fuse_reply_space(size);
+
+	b = mem ? NULL : td_bufpool_get(pt->pool, size);
+	if (!mem && !b) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (b)
+		mem = b->mem;
 	do
-		n = pread(pt->fd, b->mem, size, off);
+		n = pread(pt->fd, mem, size, off);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		fuse_reply_err(req, errno);
 	else
-		fuse_reply_buf(req, b->mem, (size_t)n);
-	td_bufpool_put(pt->pool, b);
+		fuse_reply_buf(req, mem, (size_t)n);
+	if (b)
+		td_bufpool_put(pt->pool, b);
 }
 
 static void pt_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -267,9 +273,11 @@ int main(int argc, char **argv)
 		{ "image", required_argument, NULL, 'i' },
 		{ "mount", required_argument, NULL, 'm' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "transport", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *image = NULL, *mount = NULL;
+	enum td_fuse_transport transport = TD_TRANSPORT_CLASSIC;
 	const char *fuse_opts[MAX_FUSE_OPTS];
 	size_t nr_opts = 0;
 	struct pt pt = { .fd = -1 };
@@ -291,6 +299,16 @@ int main(int argc, char **argv)
 		case 'm':
 			mount = optarg;
 			break;
+		case 't':
+			if (strcmp(optarg, "classic") == 0)
+				transport = TD_TRANSPORT_CLASSIC;
+			else if (strcmp(optarg, "uring") == 0)
+				transport = TD_TRANSPORT_URING;
+			else if (strcmp(optarg, "auto") == 0)
+				transport = TD_TRANSPORT_AUTO;
+			else
+				return 2;
+			break;
 		case 'o':
 			if (nr_opts < MAX_FUSE_OPTS)
 				fuse_opts[nr_opts++] = optarg;
@@ -300,7 +318,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!image || !mount) {
-		fprintf(stderr, "usage: tagdisk-passthrough -f --image IMAGE --mount DIR\n");
+		fprintf(stderr, "usage: tagdisk-passthrough -f --image IMAGE --mount DIR "
+				"[--transport classic|uring|auto]\n");
 		return 2;
 	}
 	pt.fd = open(image, O_RDWR | O_CLOEXEC);
@@ -332,6 +351,8 @@ int main(int argc, char **argv)
 		.ops = &pt_ops,
 		.userdata = &pt,
 		.pool = pt.pool,
+		.transport = transport,
+		.blocking_handlers = true, /* pread/pwrite in the handler */
 	};
 
 	sess = td_fuse_session_create(&p, err, sizeof(err));

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
 	build-essential pkg-config
-	libfuse3-dev fuse3 libiniparser-dev libcmocka-dev libjson-c-dev
+	libfuse3-dev liburing-dev fuse3 libiniparser-dev libcmocka-dev libjson-c-dev
 	bats bats-assert bats-support
 	fio valgrind e2fsprogs util-linux kmod procps psmisc
 	python3 jq blktrace systemd man-db groff-base

@@ -137,6 +137,38 @@ void td_ctl_print_help(struct json_object *r)
 	}
 }
 
+/*
+ * The FUSE transport: "uring, 2 rings x 64 entries (requests 812 / 95), 16
+ * threads" or "classic, 16 threads"; a daemon that does not say: "-".
+ */
+static void status_fuse(struct json_object *r, char *line, size_t len)
+{
+	struct json_object *rings = td_jsonc_get(r, "/uring_requests");
+	const char *transport = td_ctl_get_str(r, "/transport");
+	char a[TD_CTL_FMT_LEN];
+	size_t n = arr_len(rings);
+	int off;
+
+	if (!td_jsonc_get(r, "/transport")) {
+		snprintf(line, len, "-");
+		return;
+	}
+	off = snprintf(line, len, "%s", transport);
+	if (n) {
+		off += snprintf(line + off, len - (size_t)off, ", %zu ring%s x %s entries (requests",
+				n, n == 1 ? "" : "s",
+				td_ctl_get_num(r, "/uring_entries", a, sizeof(a)));
+		for (size_t i = 0; i < n && (size_t)off < len; i++)
+			off += snprintf(line + off, len - (size_t)off, "%s%s", i ? " / " : " ",
+					num_text(arr_get(rings, i), a, sizeof(a)));
+		if ((size_t)off < len)
+			off += snprintf(line + off, len - (size_t)off, ")");
+	}
+	if ((size_t)off < len)
+		snprintf(line + off, len - (size_t)off, ", %s threads",
+			 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+}
+
 void td_ctl_print_status(struct json_object *r)
 {
 	struct td_ctl_table *t = kv_table();
@@ -178,6 +210,8 @@ void td_ctl_print_status(struct json_object *r)
 	snprintf(line, sizeof(line), "%s, model %s, write cache %s", a, td_ctl_get_str(r, "/model"),
 		 td_ctl_get_str(r, "/write_cache"));
 	kv_add(t, "drive", line);
+	status_fuse(r, line, sizeof(line));
+	kv_add(t, "fuse", line);
 	snprintf(line, sizeof(line), "%.1f (read %.1f, write %.1f, over %.1f s)",
 		 td_ctl_get_double(r, "/rate/iops"), td_ctl_get_double(r, "/rate/read_iops"),
 		 td_ctl_get_double(r, "/rate/write_iops"),
@@ -284,6 +318,7 @@ void td_ctl_print_stats(struct json_object *r)
 	kv_add(t, "timeouts", td_ctl_get_num(r, "/timeouts", a, sizeof(a)));
 	kv_add(t, "retries exhausted", td_ctl_get_num(r, "/retries_exhausted", a, sizeof(a)));
 	kv_add(t, "errors", td_ctl_get_num(r, "/errors", a, sizeof(a)));
+	kv_add(t, "trace dropped", td_ctl_get_num(r, "/trace_dropped", a, sizeof(a)));
 	kv_add(t, "in flight", td_ctl_get_num(r, "/in_flight", a, sizeof(a)));
 	kv_add(t, "front merges", td_ctl_get_num(r, "/front_merges", a, sizeof(a)));
 	kv_add(t, "back merges", td_ctl_get_num(r, "/back_merges", a, sizeof(a)));

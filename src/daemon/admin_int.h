@@ -27,8 +27,18 @@ struct td_admin_sample {
 	uint64_t bytes[2];
 };
 
+/*
+ * What the last `trace` command asked for (docs/protocol.md, "trace"): set by
+ * its handler, read by admin.c when it turns the connection into a stream.
+ */
+struct td_admin_trace_req {
+	bool blktrace;	    /* binary blktrace records instead of JSON lines */
+	size_t ring_events; /* per emitting thread */
+};
+
 struct td_admin {
 	struct td_admin_params p;
+	struct td_admin_trace_req trace_req; /* admin thread */
 	char *socket_path;
 	char *image;
 	uint64_t start_ns;
@@ -119,5 +129,16 @@ void td_admin_reply_free(struct td_admin_reply *out) td_nonnull(1);
 
 /* Record a sample of the totals now (called about once a second). */
 void td_admin_sample(struct td_admin *a);
+
+/* Return: whether the queue runs in rq mode (tags, depth and elevators exist). */
+bool td_admin_rq_mode(struct td_admin *a);
+
+/* The reports (admin_report.c), in the shape of every handler. */
+void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
+			 struct td_admin_reply *out);
+void td_admin_cmd_stats(struct td_admin *a, const struct td_admin_request *req,
+			struct td_admin_reply *out);
+void td_admin_cmd_tags(struct td_admin *a, const struct td_admin_request *req,
+		       struct td_admin_reply *out);
 
 #endif /* TAGDISK_ADMIN_INT_H */

@@ -65,6 +65,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "common/compiler.h"
+#include "daemon/fuse_session.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/elevator.h"
 #include "tagdisk/queue.h"
@@ -74,7 +75,7 @@
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
 /* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
-#define TD_CONFIG_NR_KEYS 35
+#define TD_CONFIG_NR_KEYS 36
 
 /*
  * Where the value of one key came from, for messages only: the command-line
@@ -99,6 +100,7 @@ struct td_config {
 	bool read_only;
 	uint32_t logical_block_size; /* 512 or 4096 */
 	bool allow_other;
+	enum td_fuse_transport transport; /* auto (default), uring or classic */
 
 	/* [queue] */
 	enum td_queue_mode mode;
@@ -208,6 +210,7 @@ struct td_cmdline_override {
 /* The parsed command line. Owns its strings; free with td_cmdline_free(). */
 struct td_cmdline {
 	char *config_file;    /* -c FILE made absolute, or NULL */
+	char *pid_file;	      /* --pid-file PATH made absolute, or NULL */
 	bool foreground;      /* -f */
 	unsigned int verbose; /* number of -v */
 	char **fuse_opts;     /* -o values split at commas, in order (no escaping) */

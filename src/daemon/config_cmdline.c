@@ -31,10 +31,12 @@ enum {
 	OPT_NAME,
 	OPT_SOCKET,
 	OPT_MODE,
+	OPT_TRANSPORT,
 	OPT_ELEVATOR,
 	OPT_DEPTH,
 	OPT_WORKERS,
 	OPT_READ_ONLY,
+	OPT_PID_FILE,
 };
 
 static const struct option long_options[] = {
@@ -44,10 +46,12 @@ static const struct option long_options[] = {
     {"name", required_argument, NULL, OPT_NAME},
     {"socket", required_argument, NULL, OPT_SOCKET},
     {"mode", required_argument, NULL, OPT_MODE},
+    {"transport", required_argument, NULL, OPT_TRANSPORT},
     {"elevator", required_argument, NULL, OPT_ELEVATOR},
     {"depth", required_argument, NULL, OPT_DEPTH},
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"read-only", no_argument, NULL, OPT_READ_ONLY},
+    {"pid-file", required_argument, NULL, OPT_PID_FILE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {"verbose", no_argument, NULL, 'v'},
@@ -73,6 +77,7 @@ static const struct option_key option_keys[] = {
     {OPT_NAME, "--name", KEY_DISK_NAME, NULL, false},
     {OPT_SOCKET, "--socket", KEY_ADMIN_SOCKET, NULL, true},
     {OPT_MODE, "--mode", KEY_QUEUE_MODE, NULL, false},
+    {OPT_TRANSPORT, "--transport", KEY_DISK_TRANSPORT, NULL, false},
     {OPT_ELEVATOR, "--elevator", KEY_QUEUE_ELEVATOR, NULL, false},
     {OPT_DEPTH, "--depth", KEY_TAGS_DEPTH, NULL, false},
     {OPT_WORKERS, "--workers", KEY_DRIVE_WORKERS, NULL, false},
@@ -215,13 +220,15 @@ static void print_usage(FILE *f)
 	td_elv_names(names, sizeof(names));
 	snprintf(depth, sizeof(depth), "tags at the drive, 1..%d (32)", TD_TAG_DEPTH_MAX);
 	fprintf(f,
-		"Usage: tagdiskd [-c FILE] [-f] [--image PATH] [--size SIZE] [--mount DIR]\n"
-		"                [--name NAME] [--socket PATH] [--mode rq|bio] [--elevator NAME]\n"
+		"Usage: tagdiskd [-c FILE] [-f] [--pid-file PATH] [--image PATH] [--size SIZE] [--mount DIR]\n"
+		"                [--name NAME] [--socket PATH] [--mode rq|bio]\n"
+		"                [--transport auto|uring|classic] [--elevator NAME]\n"
 		"                [--depth N] [--workers N] [--read-only] [-o FUSE_OPTION]...\n"
 		"Serve a disk image as a file through FUSE, behind a queued block layer.\n"
 		"\n"
 		"  -c FILE            read settings from the INI file FILE\n"
 		"  -f                 stay in the foreground\n"
+		"  --pid-file PATH    write the daemon's pid to PATH once it serves\n"
 		"  --image PATH       the disk image                     [disk] image\n"
 		"  --size SIZE        image size, K/M/G/T suffixes;      [disk] size\n"
 		"                     a missing image is created sparse\n"
@@ -229,6 +236,8 @@ static void print_usage(FILE *f)
 		"  --name NAME        the disk file's name (disk)        [disk] name\n"
 		"  --socket PATH      the admin socket                   [admin] socket\n"
 		"  --mode rq|bio      queued or direct (rq)              [queue] mode\n"
+		"  --transport T      FUSE transport: auto|uring|classic [disk] transport\n"
+		"                     (auto: uring when the kernel has it)\n"
 		"  --elevator NAME    %-33s  [queue] elevator\n"
 		"  --depth N          %-33s  [tags] depth\n"
 		"  --workers N        drive threads, 0..256 (0)          [drive] workers\n"
@@ -276,9 +285,31 @@ static int unknown_option(const char *arg, char *err, size_t errlen)
 			   option_name(optopt, name, sizeof(name)));
 }
 
+/*
+ * A path option that sets no key (-c, --pid-file): made absolute now, so a
+ * daemon that changed directory still finds the same file.
+ * Return: 0; -EINVAL or -ENOMEM with one message in @err.
+ */
+static int set_path(char **dst, const char *opt, const char *arg, char *err, size_t errlen)
+{
+	char quoted[TD_CFG_QUOTE_MAX];
+
+	if (!*arg)
+		return td_cfg_fail(err, errlen, "%s \"\": must not be empty", opt);
+	free(*dst);
+	*dst = td_cfg_absolute_path(arg);
+	if (*dst)
+		return 0;
+	if (errno == ENOMEM)
+		return td_cfg_nomem(err, errlen);
+	return td_cfg_fail(err, errlen, "%s \"%s\": %s", opt,
+			   td_cfg_escape(arg, quoted, sizeof(quoted)), strerror(errno));
+}
+
 void td_cmdline_free(struct td_cmdline *cl)
 {
 	free(cl->config_file);
+	free(cl->pid_file);
 	td_cfg_strv_free(cl->fuse_opts, cl->nr_fuse_opts);
 	for (size_t i = 0; i < cl->nr_overrides; i++)
 		free(cl->overrides[i].value);
@@ -302,22 +333,13 @@ int td_cmdline_parse(struct td_cmdline *cl, int argc, char **argv, char *err, si
 	       (ch = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
-			if (!*optarg) {
-				ret = td_cfg_fail(err, errlen, "-c \"\": must not be empty");
-				break;
-			}
-			free(cl->config_file);
-			cl->config_file = td_cfg_absolute_path(optarg);
-			if (!cl->config_file)
-				ret =
-				    errno == ENOMEM
-					? td_cfg_nomem(err, errlen)
-					: td_cfg_fail(err, errlen, "-c \"%s\": %s",
-						      td_cfg_escape(optarg, quoted, sizeof(quoted)),
-						      strerror(errno));
+			ret = set_path(&cl->config_file, "-c", optarg, err, errlen);
 			break;
 		case 'f':
 			cl->foreground = true;
+			break;
+		case OPT_PID_FILE:
+			ret = set_path(&cl->pid_file, "--pid-file", optarg, err, errlen);
 			break;
 		case 'o':
 			ret = add_fuse_opts(cl, optarg, err, errlen);

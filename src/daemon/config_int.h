@@ -32,6 +32,7 @@ enum td_cfg_key {
 	KEY_DISK_READ_ONLY,
 	KEY_DISK_LOGICAL_BLOCK_SIZE,
 	KEY_DISK_ALLOW_OTHER,
+	KEY_DISK_TRANSPORT,
 	KEY_QUEUE_MODE,
 	KEY_QUEUE_ELEVATOR,
 	KEY_QUEUE_NR_REQUESTS,
@@ -80,6 +81,7 @@ enum td_cfg_kind {
 	KIND_QUEUE_MODE,  /* enum td_queue_mode */
 	KIND_MODEL,	  /* enum td_drive_model */
 	KIND_WRITE_CACHE, /* enum td_write_cache */
+	KIND_TRANSPORT,	  /* enum td_fuse_transport */
 	KIND_OCTAL,	  /* mode_t, 0..0777 */
 };
 
@@ -101,6 +103,7 @@ extern const size_t td_cfg_nr_sections;
 extern const char *const td_cfg_queue_mode_names[2];
 extern const char *const td_cfg_model_names[3];
 extern const char *const td_cfg_write_cache_names[3];
+extern const char *const td_cfg_transport_names[3];
 
 /* ---- config_keys.c ---------------------------------------------------- */
 

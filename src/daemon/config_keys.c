@@ -50,6 +50,9 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_DISK_ALLOW_OTHER] =
 	K("disk", "allow_other", "bool", "false", false,
 	  "let other users than the daemon's open the disk (FUSE allow_other)"),
+    [KEY_DISK_TRANSPORT] =
+	K("disk", "transport", "choice", "auto", false,
+	  "FUSE transport: uring (FUSE over io_uring), classic (/dev/fuse) or auto"),
     [KEY_QUEUE_MODE] = K("queue", "mode", "choice", "rq", false,
 			 "rq: elevator, prep and tags; bio: straight to the drive"),
     [KEY_QUEUE_ELEVATOR] = K("queue", "elevator", "string", "deadline", true,
@@ -131,6 +134,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_DISK_READ_ONLY] = R(KIND_BOOL, 0, 0, read_only),
     [KEY_DISK_LOGICAL_BLOCK_SIZE] = R(KIND_BLOCK_SIZE, 512, 4096, logical_block_size),
     [KEY_DISK_ALLOW_OTHER] = R(KIND_BOOL, 0, 0, allow_other),
+    [KEY_DISK_TRANSPORT] = R(KIND_TRANSPORT, 0, 0, transport),
     [KEY_QUEUE_MODE] = R(KIND_QUEUE_MODE, 0, 0, mode),
     [KEY_QUEUE_ELEVATOR] = R(KIND_ELEVATOR, 0, 0, elevator),
     [KEY_QUEUE_NR_REQUESTS] = R(KIND_U32, 4, 65536, nr_requests),
@@ -169,6 +173,11 @@ const size_t td_cfg_nr_sections = TD_ARRAY_SIZE(td_cfg_sections);
 const char *const td_cfg_queue_mode_names[2] = {[TD_MODE_RQ] = "rq", [TD_MODE_BIO] = "bio"};
 const char *const td_cfg_model_names[3] = {
     [TD_MODEL_NONE] = "none", [TD_MODEL_HDD] = "hdd", [TD_MODEL_SSD] = "ssd"};
+const char *const td_cfg_transport_names[3] = {
+    [TD_TRANSPORT_CLASSIC] = "classic",
+    [TD_TRANSPORT_AUTO] = "auto",
+    [TD_TRANSPORT_URING] = "uring",
+};
 const char *const td_cfg_write_cache_names[3] = {
     [TD_WC_WRITEBACK] = "writeback",
     [TD_WC_WRITETHROUGH] = "writethrough",
@@ -255,6 +264,7 @@ void td_config_init(struct td_config *c)
 	    .read_only = false,
 	    .logical_block_size = 512,
 	    .allow_other = false,
+	    .transport = TD_TRANSPORT_AUTO,
 	    .mode = TD_MODE_RQ,
 	    .elevator = "deadline",
 	    .nr_requests = 128,

@@ -304,6 +304,14 @@ static int store_value(struct td_config *c, enum td_cfg_key id, const char *valu
 			return td_cfg_bad_value(id, w, value, err, errlen, "must be rq or bio");
 		c->mode = (enum td_queue_mode)idx;
 		return 0;
+	case KIND_TRANSPORT:
+		idx = find_name(td_cfg_transport_names, TD_ARRAY_SIZE(td_cfg_transport_names),
+				value);
+		if (idx < 0)
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"must be auto, uring or classic");
+		c->transport = (enum td_fuse_transport)idx;
+		return 0;
 	case KIND_MODEL:
 		idx = find_name(td_cfg_model_names, TD_ARRAY_SIZE(td_cfg_model_names), value);
 		if (idx < 0)
@@ -377,6 +385,8 @@ bool td_cfg_value_equal(const struct td_config *a, const struct td_config *b, en
 		return *(const bool *)fa == *(const bool *)fb;
 	case KIND_QUEUE_MODE:
 		return a->mode == b->mode;
+	case KIND_TRANSPORT:
+		return a->transport == b->transport;
 	case KIND_MODEL:
 		return a->model == b->model;
 	case KIND_WRITE_CACHE:
@@ -425,6 +435,10 @@ int td_config_format_value(const struct td_config *c, const struct td_config_key
 		return snprintf(buf, len, "%s",
 				name_of(td_cfg_queue_mode_names,
 					TD_ARRAY_SIZE(td_cfg_queue_mode_names), c->mode));
+	case KIND_TRANSPORT:
+		return snprintf(buf, len, "%s",
+				name_of(td_cfg_transport_names,
+					TD_ARRAY_SIZE(td_cfg_transport_names), c->transport));
 	case KIND_MODEL:
 		return snprintf(
 		    buf, len, "%s",

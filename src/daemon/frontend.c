@@ -393,6 +393,11 @@ unsigned int td_frontend_threads(struct td_frontend *fe, unsigned int *peak)
 	return td_fuse_session_threads(fe->sess, peak);
 }
 
+void td_frontend_transport_stats(struct td_frontend *fe, struct td_fuse_transport_stats *st)
+{
+	td_fuse_session_transport_stats(fe->sess, st);
+}
+
 struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
 				       size_t errlen)
 {
@@ -432,6 +437,10 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 		.ops = &fe_fuse_ops,
 		.userdata = fe,
 		.pool = fe->pool,
+		.transport = p->transport,
+		/* bio mode and an inline drive do the I/O in the handler's thread. */
+		.blocking_handlers = p->q && (td_queue_mode(p->q) == TD_MODE_BIO ||
+					      td_drive_is_inline(td_queue_drive(p->q))),
 	};
 
 	fe->sess = td_fuse_session_create(&sp, err, errlen);

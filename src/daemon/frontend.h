@@ -18,6 +18,7 @@
  * The operations are served by the classic transport (fuse_session.h: our
  * own multithreaded loop on libfuse's low-level API, which answers FUSE_OPEN
  * itself so the reply carries FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES)
+ * or by FUSE over io_uring beside it (fuse_uring.h), with the same handlers
  * and move their data in buffers of a pool (bufpool.h: at most 28 MiB of
  * free buffers are kept after a burst; the rest is unmapped).
  *
@@ -33,6 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "common/compiler.h"
+#include "daemon/fuse_session.h"
 
 struct td_queue;
 
@@ -50,6 +52,7 @@ struct td_frontend_params {
 	int image_fd;		       /* for st_blocks in getattr; -1 if none */
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
+	enum td_fuse_transport transport; /* [disk] transport; zero: classic */
 };
 
 struct td_frontend;
@@ -83,5 +86,9 @@ unsigned int td_frontend_open_count(struct td_frontend *fe) td_nonnull(1);
 
 /* Return: the number of FUSE threads running now, and the most ever running. */
 unsigned int td_frontend_threads(struct td_frontend *fe, unsigned int *peak) td_nonnull(1);
+
+/* Fill @st with the FUSE transport in use and, for uring, the requests each queue received. */
+void td_frontend_transport_stats(struct td_frontend *fe, struct td_fuse_transport_stats *st)
+	td_nonnull(1, 2);
 
 #endif /* TAGDISK_FRONTEND_H */

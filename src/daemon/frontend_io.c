@@ -10,7 +10,10 @@
  * (bufpool.h): a read, or a write smaller than STEAL_MIN, gets one of its
  * size (the write's data is copied in); a larger write keeps the receive
  * buffer it arrived in (td_fuse_steal_recv_buf(), no copy). Either goes back
- * to the pool when the I/O ends. fe_io structures are recycled through a free
+ * to the pool when the I/O ends. A request that came on an io_uring entry
+ * needs neither: its write data stays valid in the entry until the reply
+ * (td_fuse_recv_data_pinned()), and a read is done straight into the entry
+ * (td_fuse_reply_space()), so the ring thread copies nothing. fe_io structures are recycled through a free
  * list of at most IO_KEEP.
  */
 #define FUSE_USE_VERSION 312
@@ -149,7 +152,9 @@ void td_frontend_io_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	size = (size_t)TD_MIN((uint64_t)size, fe->size - (uint64_t)off);
 	io = io_get(fe);
-	if (!io || !(io->buf = td_bufpool_get(fe->pool, size))) {
+	void *space = io ? td_fuse_reply_space(size) : NULL;
+
+	if (!io || (!space && !(io->buf = td_bufpool_get(fe->pool, size)))) {
 		if (io)
 			io_put(fe, io);
 		fuse_reply_err(req, ENOMEM);
@@ -158,7 +163,7 @@ void td_frontend_io_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	io->req = req;
 	io->kind = FE_READ;
 	io->io.op = TD_OP_READ;
-	io->io.data = io->buf->mem;
+	io->io.data = space ? space : io->buf->mem;
 	io->io.len = size;
 	io->io.off = (uint64_t)off;
 	fe_submit(fe, io);
@@ -197,8 +202,10 @@ void td_frontend_io_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* Zero copy: a large write keeps the buffer the data arrived in. */
-	if (size >= STEAL_MIN && (io->buf = td_fuse_steal_recv_buf(buf, size))) {
+	/* Zero copy: data in a ring entry, or a large write keeping its receive buffer. */
+	if (td_fuse_recv_data_pinned(buf, size)) {
+		io->io.data = (void *)buf;
+	} else if (size >= STEAL_MIN && (io->buf = td_fuse_steal_recv_buf(buf, size))) {
 		io->io.data = (void *)buf;
 	} else {
 		io->buf = td_bufpool_get(fe->pool, size);

@@ -23,10 +23,24 @@
  * interrupts threads blocked in read(2) with SIGUSR1 (installed without
  * SA_RESTART), repeating until every thread has noticed. An unmount makes
  * read(2) fail with ENODEV, which ends the loop the same way.
+ *
+ * FUSE over io_uring (transport auto or uring). Before mounting, the fuse
+ * module must offer it (enable_uring Y, which we set when we may). libfuse
+ * 3.14 knows nothing of it, so the session installs libfuse's custom I/O
+ * hook (fuse_session_custom_io) on the mounted fd: every reply libfuse
+ * writes goes through session_send(), which (1) adds FUSE_OVER_IO_URING to
+ * the INIT reply when the kernel offered it, after setting up the rings
+ * (fuse_uring.c) and before starting their threads, and (2) sends a reply
+ * whose unique is a ring tag to its ring entry. Ring threads hand requests
+ * to libfuse (fuse_session_process_buf) exactly as loop threads do, so the
+ * ops cannot tell the transports apart. Stopping holds new ring requests;
+ * destroying closes the rings before the device (their commands pin it).
  */
 #define FUSE_USE_VERSION 312
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
@@ -42,6 +56,8 @@
 #include "common/lock.h"
 #include "common/log.h"
 #include "daemon/fuse_session.h"
+#include "daemon/fuse_uring.h"
+#include "daemon/fuse_uring_abi.h"
 
 #define THREAD_STACK (512U << 10)
 #define MAX_IDLE     10 /* idle loop threads kept; more of them exit */
@@ -53,6 +69,9 @@
 #define LIBFUSE_MAX_PAGES   256
 #define LIBFUSE_HEADER_SIZE 4096
 #define MAX_WRITE	    (1U << 20)
+#define ENABLE_URING	    "/sys/module/fuse/parameters/enable_uring"
+#define RING_ENTRIES_MAX    64U
+#define MAX_SESSIONS	    8 /* sessions whose fd the custom I/O hook can map back */
 
 struct loop_thread {
 	struct td_list link; /* s->threads, under s->lock */
@@ -78,7 +97,22 @@ struct td_fuse_session {
 	unsigned int peak_threads;	/* lock */
 	_Atomic unsigned int idle;
 	_Atomic bool stopping;
+
+	/* FUSE over io_uring */
+	enum td_fuse_transport transport; /* as asked for */
+	bool uring_wanted;		   /* the module offers it: ask in INIT */
+	unsigned int ring_entries;
+	bool blocking_handlers;
+	_Atomic bool init_pending;	   /* INIT seen, reply not yet written */
+	uint64_t init_unique;		   /* written before init_pending */
+	_Atomic(struct td_fuse_uring *) uring; /* set once the INIT reply asked for it */
 };
+
+/* The sessions the custom I/O hook serves, by fd (it gets the fd, not the session). */
+static struct {
+	_Atomic int fd;
+	_Atomic(struct td_fuse_session *) s;
+} sessions[MAX_SESSIONS];
 
 /* The session this loop thread serves; the receive buffer it is handling, if a handler kept it. */
 static _Thread_local struct td_fuse_session *tl_session;
@@ -119,6 +153,181 @@ static void session_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_background, conn->congestion_threshold);
 }
 
+/* ---- FUSE over io_uring: the reply path and INIT ---------------------------------------- */
+
+/* Log, once per session, why the ring is not used. */
+static void uring_fallback(struct td_fuse_session *s, const char *why)
+{
+	if (s->transport == TD_TRANSPORT_URING)
+		td_err("fuse: transport uring asked for but not available: %s; serving through "
+		       "/dev/fuse",
+		       why);
+	else
+		td_notice("fuse: transport classic: %s", why);
+}
+
+/* Return: 0 when the module offers FUSE over io_uring (setting enable_uring if we may), else -1. */
+static int uring_probe(char *why, size_t len)
+{
+	int fd = open(ENABLE_URING, O_RDWR | O_CLOEXEC);
+	bool writable = fd >= 0;
+	char c = 0;
+	struct io_uring ring;
+	struct io_uring_params params = { .flags = IORING_SETUP_SQE128 };
+	int ret;
+
+	if (fd < 0)
+		fd = open(ENABLE_URING, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, len, "the kernel has no FUSE over io_uring (%s: %s)", ENABLE_URING,
+			 strerror(errno));
+		return -1;
+	}
+	if (pread(fd, &c, 1, 0) != 1)
+		c = 0;
+	if (c != 'Y') {
+		if (!writable || pwrite(fd, "Y", 1, 0) != 1) {
+			snprintf(why, len, "%s is N and cannot be set (%s)", ENABLE_URING,
+				 strerror(writable ? errno : EACCES));
+			close(fd);
+			return -1;
+		}
+		td_notice("fuse: set %s to Y (FUSE over io_uring was off)", ENABLE_URING);
+	}
+	close(fd);
+	ret = io_uring_queue_init_params(2, &ring, &params);
+	if (ret < 0) {
+		snprintf(why, len, "io_uring with 128-byte SQEs is not available: %s",
+			 strerror(-ret));
+		return -1;
+	}
+	io_uring_queue_exit(&ring);
+	return 0;
+}
+
+static struct td_fuse_session *session_of_fd(int fd)
+{
+	for (unsigned int i = 0; i < MAX_SESSIONS; i++)
+		if (atomic_load(&sessions[i].s) && atomic_load(&sessions[i].fd) == fd)
+			return atomic_load(&sessions[i].s);
+	return NULL;
+}
+
+static void ring_process(void *arg, void *buf, size_t len);
+
+/*
+ * The INIT reply, when the kernel offered the ring: set the rings up for the
+ * sizes the reply gives, ask for io_uring in it, and once it is written start
+ * the ring threads. Anything failing before the write leaves the reply as
+ * libfuse made it (classic).
+ */
+static ssize_t init_reply(struct td_fuse_session *s, int fd, struct iovec *iov, int count)
+{
+	struct fuse_init_out out;
+	size_t n = iov[1].iov_len;
+	char err[256];
+	long page = getpagesize();
+
+	if (count != 2 || n < offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) ||
+	    n > sizeof(out)) {
+		uring_fallback(s, "the INIT reply has no room for the io_uring flag");
+		return writev(fd, iov, count);
+	}
+	memset(&out, 0, sizeof(out));
+	memcpy(&out, iov[1].iov_base, n);
+
+	size_t payload = TD_MAX((size_t)8192, (size_t)out.max_write);
+
+	payload = TD_MAX(payload, (size_t)out.max_pages * (size_t)page);
+	struct td_fuse_uring_params up = {
+		.fuse_fd = fd,
+		.nr_entries = s->ring_entries,
+		.payload_bytes = payload,
+		.process = ring_process,
+		.arg = s,
+		.helpers = s->blocking_handlers ? s->max_threads : 0,
+	};
+	struct td_fuse_uring *u = td_fuse_uring_create(&up, err, sizeof(err));
+
+	if (!u) {
+		uring_fallback(s, err);
+		return writev(fd, iov, count);
+	}
+	out.flags |= FUSE_INIT_EXT;
+	out.flags2 |= (uint32_t)(TD_FUSE_OVER_IO_URING >> 32);
+	struct iovec v[2] = { iov[0], { &out, n } };
+	ssize_t ret = writev(fd, v, 2);
+
+	if (ret < 0) {
+		int e = errno;
+
+		td_fuse_uring_destroy(u);
+		errno = e;
+		return ret;
+	}
+	/* Published before any ring thread runs: their replies look it up. */
+	atomic_store(&s->uring, u);
+	if (td_fuse_uring_start(u))
+		td_err("fuse: a ring queue has no thread: requests on its CPU wait until unmount");
+	td_notice("fuse: transport uring: %u queues x %u entries, %zu KiB payload each",
+		  td_fuse_uring_nr_cpus(), td_fuse_uring_entries(u), payload >> 10);
+	return ret;
+}
+
+/* Write a reply: to its ring entry, or to /dev/fuse. Return: as writev(2). */
+static ssize_t session_send(struct td_fuse_session *s, int fd, struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh = iov[0].iov_base;
+
+	if (s && count >= 1 && iov[0].iov_len >= sizeof(*oh)) {
+		struct td_fuse_uring *u = atomic_load(&s->uring);
+
+		if (u && td_fuse_uring_owns(oh->unique))
+			return td_fuse_uring_reply(u, iov, count);
+		if (atomic_load(&s->init_pending) && oh->unique == s->init_unique) {
+			atomic_store(&s->init_pending, false);
+			if (!oh->error)
+				return init_reply(s, fd, iov, count);
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+/* libfuse's custom I/O hooks (fuse_session_custom_io). */
+static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	return session_send(session_of_fd(fd), fd, iov, count);
+}
+
+static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+/* In a loop thread, before libfuse sees it: does the kernel offer the ring? */
+static void init_seen(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len)
+{
+	const struct fuse_init_in *arg = (const void *)(in + 1);
+	uint64_t flags;
+
+	if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(arg->flags2)) {
+		uring_fallback(s, "the kernel's INIT is too old for io_uring");
+		return;
+	}
+	flags = arg->flags;
+	if (flags & FUSE_INIT_EXT)
+		flags |= (uint64_t)arg->flags2 << 32;
+	if (!(flags & TD_FUSE_OVER_IO_URING)) {
+		uring_fallback(s, "the kernel did not offer FUSE_OVER_IO_URING in INIT");
+		return;
+	}
+	s->init_unique = in->unique;
+	atomic_store(&s->init_pending, true);
+}
+
+
 /* Write a raw reply to the kernel. Return: 0 or a negative errno. */
 static int send_raw(struct td_fuse_session *s, uint64_t unique, int error, const void *arg,
 		    size_t arg_len)
@@ -129,7 +338,7 @@ static int send_raw(struct td_fuse_session *s, uint64_t unique, int error, const
 		.unique = unique,
 	};
 	struct iovec iov[2] = { { &out, sizeof(out) }, { (void *)arg, arg_len } };
-	ssize_t n = writev(fuse_session_fd(s->se), iov, error ? 1 : 2);
+	ssize_t n = session_send(s, fuse_session_fd(s->se), iov, error ? 1 : 2);
 
 	return n < 0 ? -errno : 0;
 }
@@ -147,6 +356,21 @@ static void open_raw(struct td_fuse_session *s, const struct fuse_in_header *in,
 		error = s->ops->open(s->userdata, in->nodeid, arg->flags, &out.open_flags);
 	if (send_raw(s, in->unique, error, &out, sizeof(out)) && !error && s->ops->open_unsent)
 		s->ops->open_unsent(s->userdata, in->nodeid);
+}
+
+/* A request that arrived on a ring, in its queue's thread: as a loop thread would. */
+static void ring_process(void *arg, void *buf, size_t len)
+{
+	struct td_fuse_session *s = arg;
+	const struct fuse_in_header *in = buf;
+
+	if (in->opcode == FUSE_OPEN) {
+		open_raw(s, in, len);
+	} else {
+		struct fuse_buf fbuf = { .mem = buf, .size = len };
+
+		fuse_session_process_buf(s->se, &fbuf);
+	}
 }
 
 static void *loop_thread(void *arg);
@@ -231,7 +455,16 @@ static void *loop_thread(void *arg)
 		}
 		const struct fuse_in_header *in = (const void *)fbuf.mem;
 
-		if (in->opcode == FUSE_OPEN) {
+		if (in->opcode == FUSE_INIT && s->uring_wanted)
+			init_seen(s, in, (size_t)res);
+		if (in->opcode == FUSE_INTERRUPT && atomic_load(&s->uring)) {
+			/*
+			 * It names the kernel's unique, which libfuse never saw for a
+			 * ring request: unmatched, libfuse would keep it and answer
+			 * EAGAIN later, making the kernel resend it. No handler looks
+			 * at interruptions, and an interrupt needs no reply: drop it.
+			 */
+		} else if (in->opcode == FUSE_OPEN) {
 			open_raw(s, in, (size_t)res);
 		} else {
 			tl_rbuf = rb;
@@ -329,6 +562,10 @@ int td_fuse_session_run(struct td_fuse_session *s)
 
 void td_fuse_session_stop(struct td_fuse_session *s)
 {
+	struct td_fuse_uring *u = atomic_load(&s->uring);
+
+	if (u)
+		td_fuse_uring_hold(u);
 	atomic_store(&s->stopping, true);
 	td_mutex_lock(&s->lock);
 	td_cond_broadcast(&s->exit_cond);
@@ -352,6 +589,29 @@ unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *pe
 		*peak = s->peak_threads;
 	td_mutex_unlock(&s->lock);
 	return n;
+}
+
+void td_fuse_session_transport_stats(struct td_fuse_session *s, struct td_fuse_transport_stats *st)
+{
+	struct td_fuse_uring *u = atomic_load(&s->uring);
+
+	memset(st, 0, sizeof(*st));
+	st->name = u ? "uring" : "classic";
+	if (u) {
+		st->nr_queues = td_fuse_uring_counts(u, st->queue_requests,
+						     TD_ARRAY_SIZE(st->queue_requests));
+		st->entries = td_fuse_uring_entries(u);
+	}
+}
+
+bool td_fuse_recv_data_pinned(const void *data, size_t len)
+{
+	return td_fuse_uring_data_pinned(data, len);
+}
+
+void *td_fuse_reply_space(size_t len)
+{
+	return td_fuse_uring_reply_space(len);
 }
 
 /* ---- creation -------------------------------------------------------------------------- */
@@ -395,6 +655,34 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 	s->max_threads = TD_MAX(p->max_threads, 2U);
 	s->max_background = TD_MAX(p->max_background, 12U);
 	s->mountpoint = strdup(p->mountpoint);
+	s->transport = p->transport;
+	s->ring_entries = p->ring_entries;
+	s->blocking_handlers = p->blocking_handlers;
+	if (!s->ring_entries) {
+		/*
+		 * The async requests the kernel may send, spread over the queues; at
+		 * most 64 (each entry is a 1 MiB payload, though only the pages a
+		 * request touches are ever faulted in).
+		 */
+		unsigned int cpus = td_fuse_uring_nr_cpus();
+
+		s->ring_entries = TD_MIN(TD_MAX((s->max_background + cpus - 1) / cpus, 2U),
+					 RING_ENTRIES_MAX);
+	}
+	if (s->transport != TD_TRANSPORT_CLASSIC) {
+		char why[256];
+
+		if (uring_probe(why, sizeof(why)) == 0) {
+			s->uring_wanted = true;
+		} else if (s->transport == TD_TRANSPORT_URING) {
+			snprintf(err, errlen, "transport uring: %s", why);
+			free(s->mountpoint);
+			free(s);
+			return NULL;
+		} else {
+			uring_fallback(s, why);
+		}
+	}
 	td_mutex_init(&s->lock);
 	td_cond_init(&s->exit_cond);
 	td_list_init(&s->threads);
@@ -412,6 +700,26 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 		goto out_destroy_session;
 	}
 	s->mounted = true;
+	if (s->uring_wanted) {
+		/* Replies go through session_send(): the INIT flag, and ring replies. */
+		const struct fuse_custom_io io = { .writev = hook_writev, .read = hook_read };
+		unsigned int i;
+		int fd = fuse_session_fd(s->se);
+
+		for (i = 0; i < MAX_SESSIONS; i++) {
+			struct td_fuse_session *none = NULL;
+
+			atomic_store(&sessions[i].fd, fd);
+			if (atomic_compare_exchange_strong(&sessions[i].s, &none, s))
+				break;
+		}
+		if (i == MAX_SESSIONS || fuse_session_custom_io(s->se, &io, fd)) {
+			if (i < MAX_SESSIONS)
+				atomic_store(&sessions[i].s, NULL);
+			s->uring_wanted = false;
+			uring_fallback(s, "cannot hook libfuse's replies");
+		}
+	}
 	fuse_opt_free_args(&args);
 	return s;
 
@@ -428,7 +736,17 @@ out_free_args:
 
 void td_fuse_session_destroy(struct td_fuse_session *s)
 {
+	struct td_fuse_uring *u = atomic_load(&s->uring);
+
 	td_fuse_session_unmount(s);
+	/* The rings' commands hold /dev/fuse open: close them first. */
+	if (u) {
+		atomic_store(&s->uring, NULL);
+		td_fuse_uring_destroy(u);
+	}
+	for (unsigned int i = 0; i < MAX_SESSIONS; i++)
+		if (atomic_load(&sessions[i].s) == s)
+			atomic_store(&sessions[i].s, NULL);
 	fuse_session_destroy(s->se);
 	td_cond_destroy(&s->exit_cond);
 	td_mutex_destroy(&s->lock);

@@ -20,8 +20,15 @@
  *    reply can carry open flags that libfuse 3.14's fuse_file_info cannot
  *    express (FOPEN_PARALLEL_DIRECT_WRITES). libfuse keeps no per-open
  *    state, so nothing is lost by bypassing it for this one opcode.
- * A FUSE-over-io_uring transport is meant to sit beside this one and take
- * the same ops.
+ *
+ * FUSE over io_uring (fuse_uring.h) sits beside it, asked for with
+ * transport: the session answers FUSE_INIT with FUSE_OVER_IO_URING when the
+ * kernel offers it, starts one ring queue per CPU, and hands each request
+ * arriving on a ring to libfuse exactly like one read here, with the same
+ * ops; the replies (sent by libfuse through the session's custom I/O hook,
+ * on whatever thread) go back to the ring entry they came from. /dev/fuse
+ * keeps INIT, FORGET, INTERRUPT and notifications, and everything when the
+ * ring is not in use.
  *
  * Lifetime: create (mounts), run (serves until stopped or unmounted), then
  * unmount and destroy; the ops, their userdata and the pool must outlive the
@@ -59,6 +66,13 @@ struct td_fuse_ops {
 	void (*open_unsent)(void *userdata, uint64_t nodeid);
 };
 
+/* How requests reach the daemon. Zero (classic) is what a zeroed params struct asks for. */
+enum td_fuse_transport {
+	TD_TRANSPORT_CLASSIC, /* /dev/fuse read(2)/writev(2) only */
+	TD_TRANSPORT_AUTO,    /* uring when the kernel offers it, classic otherwise */
+	TD_TRANSPORT_URING,   /* FUSE over io_uring; failing to set it up is an error */
+};
+
 struct td_fuse_session_params {
 	const char *mountpoint;
 	const char *fsname;	       /* shown in /proc/mounts */
@@ -71,6 +85,18 @@ struct td_fuse_session_params {
 	const struct td_fuse_ops *ops; /* borrowed */
 	void *userdata;		       /* handed to the ops */
 	struct td_bufpool *pool;       /* receive buffers, borrowed; must serve td_fuse_recv_size() */
+	enum td_fuse_transport transport;
+	unsigned int ring_entries;     /* uring: entries per queue (0: from max_background) */
+	bool blocking_handlers;	       /* read/write/fsync/fallocate may block for the I/O:
+					  uring runs them on helper threads, not the ring's */
+};
+
+/* What the session's transport is doing: for the admin status. */
+struct td_fuse_transport_stats {
+	const char *name;		 /* "classic" or "uring" (static string) */
+	unsigned int nr_queues;		 /* uring: queues (one per CPU); 0 for classic */
+	unsigned int entries;		 /* uring: entries per queue */
+	uint64_t queue_requests[64];	 /* uring: requests each queue received (first 64) */
 };
 
 struct td_fuse_session;
@@ -105,6 +131,24 @@ void td_fuse_session_destroy(struct td_fuse_session *s) td_nonnull(1);
 /* Return: the number of loop threads running now, and in *@peak the most ever running. */
 unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *peak)
 	td_nonnull(1);
+
+/* Fill @st with the transport in use and, for uring, the per-queue request counts. */
+void td_fuse_session_transport_stats(struct td_fuse_session *s, struct td_fuse_transport_stats *st)
+	td_nonnull(1, 2);
+
+/*
+ * From an op handler, in the thread that called it: whether [@data, @data +
+ * @len) is request data that stays valid until the request's reply (a ring
+ * entry's payload), so it need not be copied.
+ */
+bool td_fuse_recv_data_pinned(const void *data, size_t len);
+
+/*
+ * From an op handler, in the thread that called it: memory where a reply's
+ * data of @len bytes can be built so that replying copies nothing (a ring
+ * entry's payload); valid until the reply. NULL when there is none.
+ */
+void *td_fuse_reply_space(size_t len);
 
 /*
  * From an op handler, in the loop thread that called it: when [@data, @data +

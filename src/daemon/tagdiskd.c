@@ -23,8 +23,8 @@
  * signal thread unmounts, removes the socket and the pid file, and exits 3.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/clock.h"
+#include "common/lock.h"
 #include "common/log.h"
 #include "daemon/admin.h"
 #include "daemon/config.h"
@@ -86,60 +87,6 @@ struct daemon {
 	uint64_t stop_start_ns;	   /* when the stop began (the shutdown_timeout_ms clock) */
 	unsigned int stop_signals; /* SIGTERM/SIGINT received */
 };
-
-/* ---- the command line's --pid-file ----------------------------------------------------- */
-
-/*
- * --pid-file PATH (or --pid-file=PATH) is taken out of @argv here, until
- * td_cmdline_parse() (config.c) knows it; the rest of @argv goes to it
- * unchanged. A relative PATH is made absolute against @start_dir.
- * Return: 0; -EINVAL with a message in @err; -ENOMEM.
- */
-static int take_pid_file_option(int *argc, char **argv, const char *start_dir, char **pid_file,
-				char *err, size_t errlen)
-{
-	static const char opt[] = "--pid-file";
-	const char *value = NULL;
-	int out = 1;
-
-	for (int i = 1; i < *argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			while (i < *argc)
-				argv[out++] = argv[i++];
-			break;
-		}
-		if (strcmp(argv[i], opt) == 0) {
-			if (i + 1 >= *argc) {
-				snprintf(err, errlen, "option %s needs a value", opt);
-				return -EINVAL;
-			}
-			value = argv[++i];
-		} else if (strncmp(argv[i], opt, sizeof(opt) - 1) == 0 &&
-			   argv[i][sizeof(opt) - 1] == '=') {
-			value = argv[i] + sizeof(opt);
-		} else {
-			argv[out++] = argv[i];
-		}
-	}
-	*argc = out;
-	argv[out] = NULL;
-	if (!value)
-		return 0;
-	if (!*value) {
-		snprintf(err, errlen, "%s \"\": must not be empty", opt);
-		return -EINVAL;
-	}
-	if (value[0] == '/')
-		*pid_file = strdup(value);
-	else if (asprintf(pid_file, "%s%s%s", start_dir, strcmp(start_dir, "/") ? "/" : "",
-			  value) < 0)
-		*pid_file = NULL;
-	if (!*pid_file) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	return 0;
-}
 
 /* ---- signals --------------------------------------------------------------------------- */
 
@@ -318,6 +265,7 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 		.allow_other = c->allow_other,
 		.parallel_direct_writes = true,
 		.image_fd = d->img.fd,
+		.transport = c->transport,
 	};
 	size_t n = 0;
 	const char **opts = calloc(c->nr_fuse_opts + 1, sizeof(*opts));
@@ -349,17 +297,40 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 	return d->fe ? 0 : -EIO;
 }
 
+/* A mutex and a condition variable rather than a semaphore: ThreadSanitizer sees them. */
 struct flush_wait {
-	sem_t done;
-	int err;
+	struct td_mutex lock;
+	struct td_cond cond;
+	bool done; /* lock */
+	int err;   /* lock */
 };
 
 static void flush_end(struct td_byte_io *io, int err)
 {
 	struct flush_wait *w = io->private;
 
+	td_mutex_lock(&w->lock);
 	w->err = err;
-	sem_post(&w->done);
+	w->done = true;
+	td_cond_signal(&w->cond);
+	td_mutex_unlock(&w->lock);
+}
+
+/* Return: true once the flush has ended, false when @deadline_ns (0: none) passed first. */
+static bool flush_wait_until(struct flush_wait *w, uint64_t deadline_ns)
+{
+	bool done;
+
+	td_mutex_lock(&w->lock);
+	while (!w->done) {
+		if (!deadline_ns)
+			td_cond_wait(&w->cond, &w->lock);
+		else if (!td_cond_wait_until(&w->cond, &w->lock, deadline_ns))
+			break;
+	}
+	done = w->done;
+	td_mutex_unlock(&w->lock);
+	return done;
 }
 
 /*
@@ -390,33 +361,27 @@ static int flush_disk(struct td_queue *q, uint64_t deadline_ns, int *failed)
 {
 	struct flush_wait w = { .err = 0 };
 	struct td_byte_io io = { .op = TD_OP_FLUSH, .end = flush_end, .private = &w };
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline_ns / TD_NSEC_PER_SEC),
-		.tv_nsec = (long)(deadline_ns % TD_NSEC_PER_SEC),
-	};
 	int ret;
 
-	sem_init(&w.done, 0, 0);
+	td_mutex_init(&w.lock);
+	td_cond_init(&w.cond);
 	ret = td_byte_io_submit(q, &io);
 	if (!ret) {
-		if (deadline_ns) {
-			while ((ret = sem_clockwait(&w.done, CLOCK_MONOTONIC, &ts)) && errno == EINTR)
-				;
-			if (ret) {
-				int n = drain_until(q, 1);
+		if (deadline_ns && !flush_wait_until(&w, deadline_ns)) {
+			int n = drain_until(q, 1);
 
-				if (n > 0)
-					*failed += n;
-			}
+			if (n > 0)
+				*failed += n;
 		}
-		if (!deadline_ns || ret)
-			while (sem_wait(&w.done) && errno == EINTR)
-				;
+		flush_wait_until(&w, 0);
+		td_mutex_lock(&w.lock);
 		ret = w.err;
+		td_mutex_unlock(&w.lock);
 		/* The queue counts the flush ended only after flush_end() returns. */
 		td_queue_drain(q);
 	}
-	sem_destroy(&w.done);
+	td_cond_destroy(&w.cond);
+	td_mutex_destroy(&w.lock);
 	return ret;
 }
 
@@ -467,6 +432,12 @@ static void protect_memory(void)
 	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0)
 		td_warn("PR_SET_IO_FLUSHER (a loop device on this disk may deadlock under "
 			"memory pressure)");
+	/*
+	 * glibc gives each busy thread an arena of 64 MiB of address space (up to
+	 * 8 per CPU); under MCL_FUTURE every one of them counts as locked. Two
+	 * arenas are plenty: the hot path allocates from the buffer pool.
+	 */
+	mallopt(M_ARENA_MAX, 2);
 	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) < 0)
 		td_warn("mlockall (daemon memory may be swapped out)");
 }
@@ -592,9 +563,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tagdiskd: the current directory: %s\n", strerror(errno));
 		return 1;
 	}
-	ret = take_pid_file_option(&argc, argv, d.start_dir, &d.pid_file, err, sizeof(err));
-	if (!ret)
-		ret = td_cmdline_parse(&d.cl, argc, argv, err, sizeof(err));
+	ret = td_cmdline_parse(&d.cl, argc, argv, err, sizeof(err));
 	if (ret == 1) {
 		teardown(&d, false, false);
 		return 0;
@@ -604,6 +573,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tagdiskd: %s (try 'tagdiskd --help')\n", err);
 		teardown(&d, false, false);
 		return EXIT_USAGE;
+	}
+	if (d.cl.pid_file && !(d.pid_file = strdup(d.cl.pid_file))) {
+		fprintf(stderr, "tagdiskd: out of memory\n");
+		teardown(&d, false, false);
+		return 1;
 	}
 	td_config_init(&d.cfg);
 	if (td_config_build(&d.cfg, &d.cl, err, sizeof(err)) ||

@@ -89,8 +89,8 @@ assert u["inject"] == ("inject error op=read|write|any sector=S count=N [times=K
 STATUS_KEYS='["ok", "state", "version", "pid", "uptime_s", "image", "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
-  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "resets", "timeouts", "errors",
-  "rate"]'
+  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport", "resets", "timeouts",
+  "errors", "rate"]'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed
@@ -168,12 +168,13 @@ assert (d['mode'], d['elevator'], d['depth'], d['tags_in_use']) == ('bio', 'none
 assert list(d) == ["ok", "uptime_us", "reads", "writes", "flushes", "discards", "write_zeroes",
     "read_bytes", "write_bytes", "discard_bytes", "write_zeroes_bytes", "front_merges",
     "back_merges", "merges", "deferred", "killed", "errors", "requeued", "resets", "timeouts",
-    "retries_exhausted", "in_flight", "io_ticks_ms", "time_in_queue_ms", "latency", "drive",
-    "sysfs_stat"], list(d)
+    "retries_exhausted", "trace_dropped", "in_flight", "io_ticks_ms", "time_in_queue_ms",
+    "latency", "drive", "sysfs_stat"], list(d)
 exp = dict(ok=True, reads=100, writes=50, flushes=1, discards=0, write_zeroes=0,
            read_bytes=409600, write_bytes=204800, discard_bytes=0, write_zeroes_bytes=0,
            front_merges=0, back_merges=0, merges={"read": 0, "write": 0}, deferred=0, killed=0,
-           errors=0, requeued=0, resets=0, timeouts=0, retries_exhausted=0, in_flight=0)
+           errors=0, requeued=0, resets=0, timeouts=0, retries_exhausted=0, trace_dropped=0,
+           in_flight=0)
 for k, v in exp.items():
     assert d[k] == v, (k, d[k], v)
 assert d["uptime_us"] > 0

@@ -26,7 +26,7 @@ kv() {
 	run -0 td_ctl status
 	local KV_WIDTH=10 keys
 	keys=$(cut -c1-10 <<<"$output" | sed 's/ *$//' | paste -sd,)
-	[ "$keys" = "state,image,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
+	[ "$keys" = "state,image,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,fuse,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
 	[ "${lines[0]}" = "$(kv state running)" ]
 	[ "${lines[1]}" = "$(kv image "$TD_IMG")" ]
 	[ "${lines[2]}" = "$(kv size '64.0 MiB (67108864 bytes)')" ]
@@ -39,15 +39,18 @@ kv() {
 	[ "${lines[9]}" = "$(kv queued 0)" ]
 	[ "${lines[10]}" = "$(kv requests 0/128)" ]
 	[ "${lines[11]}" = "$(kv drive 'inline (no worker threads), model none, write cache writeback')" ]
-	[[ "${lines[12]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
-	[ "${lines[13]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
-	[ "${lines[14]}" = "$(kv resets 0)" ]
-	[ "${lines[15]}" = "$(kv timeouts 0)" ]
-	[ "${lines[16]}" = "$(kv errors 0)" ]
-	[[ "${lines[17]}" =~ ^"uptime      "[0-9]+s$ ]]
-	[ "${lines[18]}" = "$(kv pid "$TD_PID")" ]
-	[ "${lines[19]}" = "$(kv version 0.1.0)" ]
-	[ "${#lines[@]}" -eq 20 ]
+	# The transport this suite runs on; its threads as many as the daemon says.
+	[[ "${lines[12]}" =~ ^"fuse        classic, "([0-9]+)" threads"$ ]]
+	[ "${BASH_REMATCH[1]}" -eq "$(td_status fuse_threads)" ]
+	[[ "${lines[13]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
+	[ "${lines[14]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
+	[ "${lines[15]}" = "$(kv resets 0)" ]
+	[ "${lines[16]}" = "$(kv timeouts 0)" ]
+	[ "${lines[17]}" = "$(kv errors 0)" ]
+	[[ "${lines[18]}" =~ ^"uptime      "[0-9]+s$ ]]
+	[ "${lines[19]}" = "$(kv pid "$TD_PID")" ]
+	[ "${lines[20]}" = "$(kv version 0.1.0)" ]
+	[ "${#lines[@]}" -eq 21 ]
 }
 
 @test "status in bio mode says there are no tags" {
@@ -84,6 +87,7 @@ $(kv resets 0)
 $(kv timeouts 0)
 $(kv 'retries exhausted' 0)
 $(kv errors 0)
+$(kv 'trace dropped' 0)
 $(kv 'in flight' 0)
 $(kv 'front merges' 0)
 $(kv 'back merges' 0)
@@ -321,8 +325,8 @@ PY
 	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c "^pid         $TD_PID\$" <<<"$output")" -eq 2 ]
 	# Not a terminal: no screen clearing, one blank line between the blocks.
-	[ "$(wc -l <<<"$output")" -eq 41 ]
-	[ "$(sed -n 21p <<<"$output")" = "" ]
+	[ "$(wc -l <<<"$output")" -eq 43 ]
+	[ "$(sed -n 22p <<<"$output")" = "" ]
 	[[ "$output" != *$'\033'* ]]
 	# status -n is the same thing.
 	run -0 td_ctl status -n 2 -i 0.1

@@ -22,6 +22,10 @@ TAGDISKD=$TD_BUILD/tagdiskd
 TAGDISKCTL=$TD_BUILD/tagdiskctl
 # Set to run the daemon under a tool, e.g. "valgrind --error-exitcode=99 ...".
 TD_WRAPPER=${TD_WRAPPER:-}
+# The FUSE transport start_tagdiskd asks for (--transport): classic unless set; "uring" runs a
+# file over FUSE io_uring (tests/run-tests.sh does so for the files both transports must pass),
+# and an empty value passes nothing (the daemon's default, auto).
+TD_TRANSPORT=${TD_TRANSPORT-classic}
 # Seconds to wait for the daemon to come up: generous, for sanitizer and valgrind builds and
 # busy machines; it costs nothing when the daemon is quick.
 TD_START_TIMEOUT=${TD_START_TIMEOUT:-60}
@@ -47,6 +51,17 @@ requires_fuse() {
 	[ "$(id -u)" -eq 0 ] || { td_skip_file "needs root (mounts FUSE and uses loop devices)"; return 1; }
 	[ -c /dev/fuse ] || { td_skip_file "no /dev/fuse on this machine"; return 1; }
 	[ -x "$TAGDISKD" ] || { td_skip_file "tagdiskd is not built ($TAGDISKD)"; return 1; }
+	if [ "$TD_TRANSPORT" = uring ] && ! td_uring_available; then
+		td_skip_file "TD_TRANSPORT=uring: this kernel has no FUSE over io_uring (fuse enable_uring)"
+		return 1
+	fi
+}
+
+# td_uring_available: the fuse module offers FUSE over io_uring, or we can switch it on.
+td_uring_available() {
+	local p=/sys/module/fuse/parameters/enable_uring
+	[ -e "$p" ] || return 1
+	[ "$(cat "$p")" = Y ] || [ -w "$p" ]
 }
 
 requires() {
@@ -73,8 +88,8 @@ td_setup_dir() {
 # start_tagdiskd [--size SIZE | other options...]: image, mount and socket are this test's.
 start_tagdiskd() {
 	# shellcheck disable=SC2086
-	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" "$@" \
-		>"$TD_LOG" 2>&1 &
+	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" \
+		${TD_TRANSPORT:+--transport "$TD_TRANSPORT"} "$@" >"$TD_LOG" 2>&1 &
 	TD_PID=$!
 	local end=$((EPOCHSECONDS + TD_START_TIMEOUT))
 	while [ "$EPOCHSECONDS" -le "$end" ]; do

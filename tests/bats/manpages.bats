@@ -24,7 +24,7 @@ setup_file() {
 	"$cc" -std=gnu11 -D_GNU_SOURCE -pthread -I"$TD_ROOT/include" -I"$TD_ROOT/src" \
 		-I/usr/include/iniparser -o "$BATS_FILE_TMPDIR/doc_facts" "$TD_ROOT/tests/tools/doc_facts.c" \
 		"$TD_BUILD/libtddaemon.a" "$TD_BUILD/libtagdisk.a" "$TD_BUILD/libtdcommon.a" \
-		$(pkg-config --libs fuse3) -liniparser $(pkg-config --libs json-c) -lm
+		$(pkg-config --libs fuse3) $(pkg-config --libs liburing) -liniparser $(pkg-config --libs json-c) -lm
 	"$BATS_FILE_TMPDIR/doc_facts" >"$BATS_FILE_TMPDIR/facts"
 	"$TAGDISKD" --help >"$BATS_FILE_TMPDIR/tagdiskd.help"
 	"$TAGDISKCTL" --help >"$BATS_FILE_TMPDIR/tagdiskctl.help"

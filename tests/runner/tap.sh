@@ -22,6 +22,7 @@ tap_ci_fatal_skips=(
 	'needs root*'
 	'no /dev/fuse*'
 	'tagdiskd is not built*'
+	'TD_TRANSPORT=uring: *'
 )
 
 tap_fail_one() { # message

@@ -137,6 +137,7 @@ static void assert_config_equal(const struct td_config *a, const struct td_confi
 	assert_int_equal(a->read_only, b->read_only);
 	assert_int_equal(a->logical_block_size, b->logical_block_size);
 	assert_int_equal(a->allow_other, b->allow_other);
+	assert_int_equal(a->transport, b->transport);
 	assert_int_equal(a->mode, b->mode);
 	assert_string_equal(a->elevator, b->elevator);
 	assert_int_equal(a->nr_requests, b->nr_requests);
@@ -190,6 +191,7 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_false(c.read_only);
 	assert_int_equal(c.logical_block_size, 512);
 	assert_false(c.allow_other);
+	assert_int_equal(c.transport, TD_TRANSPORT_AUTO);
 	assert_int_equal(c.mode, TD_MODE_RQ);
 	assert_string_equal(c.elevator, "deadline");
 	assert_int_equal(c.nr_requests, 128);
@@ -265,7 +267,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 35);
+	assert_int_equal(td_config_nr_keys, 36);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -405,6 +407,8 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	    {"disk", "allow_other", "2",
 	     "[disk] allow_other = \"2\": not a boolean (true/false, yes/no, on/off, 1/0)"},
 	    /* choices */
+	    {"disk", "transport", "ring",
+	     "[disk] transport = \"ring\": must be auto, uring or classic"},
 	    {"disk", "logical_block_size", "1024",
 	     "[disk] logical_block_size = \"1024\": must be 512 or 4096"},
 	    {"disk", "logical_block_size", "4K",
@@ -633,6 +637,7 @@ static const struct kv every_key[] = {
     {"disk", "read_only", "yes"},
     {"disk", "logical_block_size", "4096"},
     {"disk", "allow_other", "on"},
+    {"disk", "transport", "classic"},
     {"queue", "mode", "bio"},
     {"queue", "elevator", "noop"},
     {"queue", "nr_requests", "64"},
@@ -716,6 +721,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_true(c.read_only);
 	assert_int_equal(c.logical_block_size, 4096);
 	assert_true(c.allow_other);
+	assert_int_equal(c.transport, TD_TRANSPORT_CLASSIC);
 	assert_int_equal(c.mode, TD_MODE_BIO);
 	assert_string_equal(c.elevator, "noop");
 	assert_int_equal(c.nr_requests, 64);
@@ -1284,6 +1290,8 @@ static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
 	    {"--image", "", "--image \"\": must not be empty"},
 	    {"--mount=", NULL, "--mount \"\": must not be empty"},
 	    {"-c", "", "-c \"\": must not be empty"},
+	    {"--pid-file", NULL, "option --pid-file needs a value"},
+	    {"--pid-file=", NULL, "--pid-file \"\": must not be empty"},
 	};
 	struct tmp *t = *state;
 	struct td_cmdline cl;
@@ -1358,7 +1366,7 @@ static void test_cmdline_help_prints_usage_and_returns_1(void **state)
 	    parse_capturing_stdout(t, (char *[]){"tagdiskd", "-f", "-h", NULL}, out, sizeof(out)),
 	    1);
 	assert_true(
-	    starts_with(out, "Usage: tagdiskd [-c FILE] [-f] [--image PATH] [--size SIZE]"));
+	    starts_with(out, "Usage: tagdiskd [-c FILE] [-f] [--pid-file PATH] [--image PATH] [--size SIZE]"));
 	assert_non_null(strstr(out, "--read-only"));
 	assert_non_null(strstr(out, "-o OPT[,OPT...]"));
 	assert_non_null(strstr(out, "noop"));
@@ -1416,10 +1424,11 @@ static void test_cmdline_makes_paths_absolute(void **state)
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(t->dir), 0);
 	assert_int_equal(PARSE(&cl, t->err, "-c", "conf.ini", "--image", "img/d.img", "--mount",
-			       "mnt/", "--socket", "s.sock", "--name", "n"),
+			       "mnt/", "--socket", "s.sock", "--name", "n", "--pid-file", "run/td.pid"),
 			 0);
 	assert_int_equal(chdir(cwd), 0);
 	assert_string_equal(cl.config_file, path_in(t, "conf.ini"));
+	assert_string_equal(cl.pid_file, path_in(t, "run/td.pid"));
 	assert_override(&cl, 0, "--image", "disk", "image", path_in(t, "img/d.img"));
 	assert_override(&cl, 1, "--mount", "disk", "mountpoint", path_in(t, "mnt"));
 	assert_override(&cl, 2, "--socket", "admin", "socket", path_in(t, "s.sock"));

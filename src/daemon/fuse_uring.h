@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fuse_uring.h - the FUSE-over-io_uring transport's rings (Linux 6.14+).
+ *
+ * One ring queue per possible CPU, each with its own io_uring and a thread
+ * pinned to that CPU. Each queue registers nr_entries entries (a 288-byte
+ * header and a payload buffer each) with the kernel; a request arrives as
+ * the completion of an entry's command, the owner's process callback handles
+ * it as if read from /dev/fuse, and the reply - sent from any thread through
+ * td_fuse_uring_reply() - goes back, with the fetch of the next request, in
+ * one COMMIT_AND_FETCH issued by the queue's thread.
+ *
+ * Requests are handed to the process callback with their `unique` replaced
+ * by a tag naming the entry (td_fuse_uring_owns() recognises it), so a reply
+ * written later from a completion thread finds its entry; the entry stays
+ * the request's until that reply commits.
+ *
+ * Lifetime: create while answering FUSE_INIT (the sizes are the reply's),
+ * start once the reply is written (the kernel refuses REGISTER before), destroy before closing /dev/fuse (the
+ * ring's pending commands hold the device open). Every reply to a ring
+ * request must have been written before destroy.
+ * LOCKING: each queue's mutex guards its list of replies waiting to be
+ * committed; everything else of a queue belongs to its thread. The request
+ * counters are relaxed atomics.
+ */
+#ifndef TAGDISK_FUSE_URING_H
+#define TAGDISK_FUSE_URING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include "common/compiler.h"
+
+struct td_fuse_uring;
+
+struct td_fuse_uring_params {
+	int fuse_fd;		  /* the /dev/fuse connection (borrowed) */
+	unsigned int nr_entries;  /* per queue, 2 at least */
+	size_t payload_bytes;	  /* per entry: max(8192, max_write, max_pages x page) */
+	/*
+	 * Handle one request, in the queue's thread: @buf holds the fuse_in_header
+	 * (unique tagged), the arguments and the payload, @len bytes, as a read of
+	 * /dev/fuse would. Its reply must come through td_fuse_uring_reply().
+	 */
+	void (*process)(void *arg, void *buf, size_t len);
+	void *arg;
+	/*
+	 * 0: process every request in the queue's thread (the handlers return
+	 * at once). Else the handlers may block for the I/O's duration: FSYNC,
+	 * FALLOCATE, and READ and WRITE of 64 KiB and more go to helper threads,
+	 * started on demand, at most this many (the ring thread only decodes
+	 * them); small reads and writes stay inline, cheaper than a hand-over.
+	 */
+	unsigned int helpers;
+};
+
+/* Return: the number of queues the kernel expects: one per possible CPU. */
+unsigned int td_fuse_uring_nr_cpus(void);
+
+/*
+ * Set up the queues: rings and entry buffers, nothing registered yet (the
+ * kernel refuses REGISTER until it has processed the INIT reply). Return: the
+ * rings, or NULL with a message in @err.
+ */
+struct td_fuse_uring *td_fuse_uring_create(const struct td_fuse_uring_params *p, char *err,
+					   size_t errlen) td_nonnull(1, 2);
+
+/*
+ * Once the INIT reply asking for io_uring is written: start the queue
+ * threads, each of which registers all its entries first. Return: 0 or a
+ * negative errno (some thread missing: the kernel would wait for its queue).
+ */
+int td_fuse_uring_start(struct td_fuse_uring *u) td_nonnull(1);
+
+/* From now on, requests arriving on the rings are held, not processed (a stopping daemon). */
+void td_fuse_uring_hold(struct td_fuse_uring *u) td_nonnull(1);
+
+/* Stop the threads, cancel what the kernel holds, free. */
+void td_fuse_uring_destroy(struct td_fuse_uring *u) td_nonnull(1);
+
+/* Return: whether @unique is the tag of a ring request. */
+bool td_fuse_uring_owns(uint64_t unique);
+
+/*
+ * Send the reply in @iov (iov[0] a fuse_out_header with the tagged unique) to
+ * its ring entry; any thread. Return: the bytes of the reply, or -1 with errno.
+ */
+ssize_t td_fuse_uring_reply(struct td_fuse_uring *u, const struct iovec *iov, int count)
+	td_nonnull(1, 2);
+
+/*
+ * In the thread handling a ring request: whether [@data, @data + @len) lies in
+ * its entry's payload (valid until the reply: no need to copy it).
+ */
+bool td_fuse_uring_data_pinned(const void *data, size_t len);
+
+/*
+ * In the thread handling a ring request: its entry's payload, where a reply
+ * of @len bytes can be built in place (no copy at reply time); NULL when not
+ * handling a ring request or @len does not fit.
+ */
+void *td_fuse_uring_reply_space(size_t len);
+
+/* Return: the number of queues; per-queue request counts into @counts (up to @max). */
+unsigned int td_fuse_uring_counts(struct td_fuse_uring *u, uint64_t *counts, unsigned int max)
+	td_nonnull(1);
+
+/* Return: the entries per queue. */
+unsigned int td_fuse_uring_entries(const struct td_fuse_uring *u) td_nonnull(1);
+
+#endif /* TAGDISK_FUSE_URING_H */
