@@ -78,7 +78,9 @@ run() {
 	echo "plots.sh: $name: $(tail -n 1 "$WORK/tracer.err" | sed 's/^tagdiskctl: trace: //')"
 }
 
-cat >"$WORK/mixed.fio" <<'FIO'
+# Both loads share the disk, the engine and the time.
+fio_global() {
+	cat <<'FIO'
 [global]
 filename=@DISK@
 direct=1
@@ -86,6 +88,12 @@ ioengine=libaio
 time_based
 runtime=@SECONDS@
 size=4G
+FIO
+}
+
+{
+	fio_global
+	cat <<'FIO'
 [seq1]
 rw=read
 bs=64k
@@ -103,20 +111,17 @@ rw=randwrite
 bs=4k
 iodepth=4
 FIO
+} >"$WORK/mixed.fio"
 
-cat >"$WORK/randread.fio" <<'FIO'
-[global]
-filename=@DISK@
-direct=1
-ioengine=libaio
-time_based
-runtime=@SECONDS@
-size=4G
+{
+	fio_global
+	cat <<'FIO'
 [randread]
 rw=randread
 bs=4k
 iodepth=32
 FIO
+} >"$WORK/randread.fio"
 
 run noop noop 1 "$WORK/mixed.fio"
 run deadline deadline 1 "$WORK/mixed.fio"
