@@ -185,7 +185,8 @@ for op, n in (("read", 100), ("write", 50), ("flush", 1), ("discard", 0), ("writ
     assert list(l) == ["count", "mean", "p50", "p90", "p99", "p999", "max_bucket"], l
     assert l["count"] == n, (op, l)
     if n:
-        assert 0 < l["p50"] <= l["p90"] <= l["p99"] <= l["p999"] <= l["max_bucket"], (op, l)
+        # Microseconds: a read of a hole can take less than one (p50 0).
+        assert 0 <= l["p50"] <= l["p90"] <= l["p99"] <= l["p999"] <= l["max_bucket"], (op, l)
     else:
         assert l["mean"] == l["p50"] == l["max_bucket"] == 0, (op, l)
 dr = d["drive"]
