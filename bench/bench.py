@@ -2,26 +2,37 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """make bench: tagdisk next to the raw image and a bare FUSE pass-through, in one run.
 
+The FUSE transport is a dimension: every FUSE target runs twice, with --transport classic
+(read/write on /dev/fuse) and with --transport uring (FUSE over io_uring, a ring per CPU).
 Targets, all on images of the same size, prefilled with data (holes read too fast):
-  raw          the image file itself
-  passthrough  bench/passthrough.c: tagdiskd's FUSE transport (session loop, threads,
-               buffer pool, open flags) with its own operations instead of the engine's:
-               every request is served by pread/pwrite in the FUSE thread (the ceiling)
-  bio          tagdiskd, mode = bio (make_request straight to the drive)
-  rq-noop      tagdiskd, mode = rq, noop, depth 32
-  rq-deadline  tagdiskd, mode = rq, deadline, depth 32
-  loop         losetup --direct-io=on on rq-deadline's disk file
+  raw                the image file itself
+  pass-T             bench/passthrough.c: tagdiskd's FUSE transport T (session loop,
+                     threads or rings, buffer pool, open flags) with its own operations
+                     instead of the engine's: every request is served by pread/pwrite in
+                     the FUSE thread (the ceiling of transport T)
+  bio-T              tagdiskd --transport T, mode = bio (make_request straight to the drive)
+  rq-T               tagdiskd --transport T, mode = rq, deadline, depth 32
+  loop-T             losetup --direct-io=on on rq-T's disk file
+  loop-pass-T        losetup --direct-io=on on pass-T's disk file; 4k randread QD32 only
+T is classic or uring. Jobs: one submitting fio job each, and "4k randread QD32 2 jobs"
+(numjobs=2 at iodepth 16 each, group_reporting: IOPS and bandwidth summed over both).
 
 Rounds are interleaved (every job on every target, then again), so drift on a noisy
 machine spreads over all targets, and each round starts the targets at a different place
 in their order, so no target always runs right after the same one; each figure is the
-median of the rounds. Ratios are
-to the raw file and to the pass-through. The daemon's CPU seconds per GB come from
-/proc/<pid>/stat around each job; its peak RSS from VmHWM.
+median of the rounds. Ratios are to the raw file, to the pass-through of the same
+transport and, for a uring target, to its classic counterpart. The daemon's CPU time per
+I/O comes from /proc/<pid>/stat around each fio run, ramp included, over that run's I/Os
+(the I/Os fio measured scaled by (ramp + runtime) / runtime); its peak RSS from VmHWM.
+With two transports the matrix has half as many targets again as before (without rq
+noop, now out of it), so a job runs 2 s, not 3, to keep `make bench` near 13 minutes on
+2 cores.
 
 Then: fio psync numjobs=4 random writes with and without FOPEN_PARALLEL_DIRECT_WRITES,
 the trace row (4k randrw QD32 for 10 s with and without `tagdiskctl trace --blktrace`:
-IOPS ratio and dropped events), and the HDD model experiment (TCQ depth 1 vs 32; noop vs deadline on a mixed load).
+IOPS ratio and dropped events), and the HDD model experiment (TCQ depth 1 vs 32; noop vs
+deadline on a mixed load); these three leave tagdiskd's transport at its default (auto)
+and print the one it chose.
 
 Usage: bench/bench.py [--build DIR] [--on-disk] [--runtime S] [--rounds N] [--size SIZE]
 """
@@ -38,16 +49,43 @@ import tempfile
 import time
 
 JOBS = [
-    # name, rw, bs, iodepth, extra
-    ("4k randread QD1", "randread", "4k", 1, []),
-    ("4k randread QD32", "randread", "4k", 32, []),
-    ("4k randwrite QD32", "randwrite", "4k", 32, []),
-    ("64k randrw 70/30 QD16", "randrw", "64k", 16, ["--rwmixread=70"]),
-    ("1M seqread QD8", "read", "1M", 8, []),
-    ("1M seqwrite QD8", "write", "1M", 8, []),
+    # name, rw, bs, iodepth (per fio job), extra, numjobs
+    ("4k randread QD1", "randread", "4k", 1, [], 1),
+    ("4k randread QD32", "randread", "4k", 32, [], 1),
+    ("4k randread QD32 2 jobs", "randread", "4k", 16, [], 2),
+    ("4k randwrite QD32", "randwrite", "4k", 32, [], 1),
+    ("64k randrw 70/30 QD16", "randrw", "64k", 16, ["--rwmixread=70"], 1),
+    ("1M seqread QD8", "read", "1M", 8, [], 1),
+    ("1M seqwrite QD8", "write", "1M", 8, [], 1),
 ]
 
-TARGETS = ["raw", "passthrough", "bio", "rq-noop", "rq-deadline", "loop"]
+TRANSPORTS = ("classic", "uring")
+KINDS = ("pass", "bio", "rq", "loop")
+TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS]
+# Loop devices on the pass-through disks, for this job only (the loop ceiling).
+LOOP_PASS_JOB = "4k randread QD32"
+LOOP_PASS = [f"loop-pass-{tr}" for tr in TRANSPORTS]
+RAMP = 1  # fio --ramp_time, seconds
+
+
+def job_targets(job):
+    return TARGETS + (LOOP_PASS if job == LOOP_PASS_JOB else [])
+
+
+def transport_of(target):
+    """classic, uring, or None for the raw file."""
+    return target.rsplit("-", 1)[1] if "-" in target else None
+
+
+def pass_of(target):
+    """The pass-through a target is compared with: same transport (None for raw)."""
+    tr = transport_of(target)
+    return f"pass-{tr}" if tr else None
+
+
+def classic_of(target):
+    """A uring target's classic counterpart, else None."""
+    return target[:-len("uring")] + "classic" if transport_of(target) == "uring" else None
 
 
 def sh(*args, **kw):
@@ -79,16 +117,27 @@ def admin(sock, line):
     return json.loads(reply)
 
 
+def fuse_transport(d):
+    """The FUSE transport a tagdiskd serves with, from its status."""
+    for _ in range(200):
+        if os.path.exists(d.sock):
+            break
+        time.sleep(0.05)
+    return admin(d.sock, "status").get("transport", "?")
+
+
 class Daemon:
     """A tagdiskd (or the pass-through) serving one image, in the foreground."""
 
-    def __init__(self, binary, image, workdir, name, args):
+    def __init__(self, binary, image, workdir, name, args, transport=None):
         self.mnt = os.path.join(workdir, name + ".mnt")
         self.sock = os.path.join(workdir, name + ".sock")
         os.makedirs(self.mnt, exist_ok=True)
         self.disk = os.path.join(self.mnt, "disk")
         self.log = open(os.path.join(workdir, name + ".log"), "w")
         cmd = [binary, "-f", "--image", image, "--mount", self.mnt, "--socket", self.sock] + args
+        if transport:  # None: the binary's default (tagdiskd auto, the pass-through classic)
+            cmd += ["--transport", transport]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(200):
             if os.path.exists(self.disk) and os.path.ismount(self.mnt):
@@ -109,10 +158,17 @@ class Daemon:
 
 
 def fio(filename, rw, bs, iodepth, runtime, size, extra, engine="libaio", numjobs=1):
+    """One fio run. With numjobs > 1, --group_reporting makes fio's one report the sum of
+    the jobs' IOPS, bandwidth and I/Os (p99 over all their completions).
+
+    ios_run estimates the I/Os of the whole run, ramp included, at the measured rate: what
+    the daemon's CPU time around the run is divided by.
+    """
     cmd = ["fio", "--name=bench", f"--filename={filename}", f"--rw={rw}", f"--bs={bs}",
            f"--iodepth={iodepth}", f"--ioengine={engine}", "--direct=1", "--time_based",
-           f"--runtime={runtime}", "--ramp_time=1", f"--size={size}", f"--numjobs={numjobs}",
-           "--group_reporting", "--output-format=json", "--randrepeat=0", "--norandommap"]
+           f"--runtime={runtime}", f"--ramp_time={RAMP}", f"--size={size}",
+           f"--numjobs={numjobs}", "--group_reporting", "--output-format=json",
+           "--randrepeat=0", "--norandommap"]
     cmd += extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
@@ -123,18 +179,26 @@ def fio(filename, rw, bs, iodepth, runtime, size, extra, engine="libaio", numjob
         if job[d]["iops"] > 0:
             p99.append(job[d]["clat_ns"]["percentile"].get("99.000000", 0) / 1000.0)
     moved = job["read"]["io_bytes"] + job["write"]["io_bytes"]
-    return {"iops": iops, "bw": bw, "p99": max(p99) if p99 else 0.0, "bytes": moved}
+    ios = job["read"]["total_ios"] + job["write"]["total_ios"]
+    measured = max(job["read"]["runtime"], job["write"]["runtime"]) / 1000.0
+    ios_run = ios * (measured + RAMP) / measured if measured else 0
+    return {"iops": iops, "bw": bw, "p99": max(p99) if p99 else 0.0, "bytes": moved,
+            "ios": ios, "ios_run": ios_run}
 
 
 def fmt_ratio(x, y):
-    return f"{x / y:5.2f}" if y else "  -  "
+    return f"{x / y:5.2f}" if x is not None and y else "  -  "
+
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--on-disk", action="store_true", help="images on disk, not tmpfs")
-    ap.add_argument("--runtime", type=int, default=3, help="seconds per fio job")
+    ap.add_argument("--runtime", type=int, default=2, help="seconds per fio job")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="1G")
     ap.add_argument("--skip-hdd", action="store_true")
@@ -168,120 +232,172 @@ def main():
         sh("mount", "-t", "tmpfs", "-o", "size=90%", "tmpfs", tmpfs)
     store = tmpfs or work
     daemons = {}
-    loopdev = None
+    loopdevs = []
     try:
-        # One prefilled image, copied per target so nobody shares a file.
+        # One prefilled image, copied per daemon so nobody shares a file.
         first = os.path.join(store, "raw.img")
         sh("fio", "--name=fill", f"--filename={first}", "--rw=write", "--bs=1M",
            f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
         images = {"raw": first}
-        for t in ("passthrough", "bio", "rq-noop", "rq-deadline"):
+        served = [f"{k}-{tr}" for k in ("pass", "bio", "rq") for tr in TRANSPORTS]
+        for t in served:
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
 
         common = ["--workers", str(a.workers)] if a.workers is not None else []
-        daemons["passthrough"] = Daemon(passthrough, images["passthrough"], work, "passthrough", [])
-        daemons["bio"] = Daemon(tagdiskd, images["bio"], work, "bio", ["--mode", "bio"] + common)
-        daemons["rq-noop"] = Daemon(tagdiskd, images["rq-noop"], work, "rq-noop",
-                                    ["--mode", "rq", "--elevator", "noop", "--depth", "32"] + common)
-        daemons["rq-deadline"] = Daemon(tagdiskd, images["rq-deadline"], work, "rq-deadline",
-                                        ["--mode", "rq", "--elevator", "deadline", "--depth", "32"]
-                                        + common)
-        loopdev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
-                                  daemons["rq-deadline"].disk], check=True, capture_output=True,
-                                 text=True).stdout.strip()
-        files = {"raw": images["raw"], "loop": loopdev}
-        for t in ("passthrough", "bio", "rq-noop", "rq-deadline"):
+        for tr in TRANSPORTS:
+            daemons[f"pass-{tr}"] = Daemon(passthrough, images[f"pass-{tr}"], work,
+                                           f"pass-{tr}", [], transport=tr)
+            daemons[f"bio-{tr}"] = Daemon(tagdiskd, images[f"bio-{tr}"], work, f"bio-{tr}",
+                                          ["--mode", "bio"] + common, transport=tr)
+            daemons[f"rq-{tr}"] = Daemon(tagdiskd, images[f"rq-{tr}"], work, f"rq-{tr}",
+                                         ["--mode", "rq", "--elevator", "deadline",
+                                          "--depth", "32"] + common, transport=tr)
+        for t, d in daemons.items():
+            # The pass-through fails to start on a transport it cannot have; ask tagdiskd.
+            if not t.startswith("pass-") and fuse_transport(d) != transport_of(t):
+                raise RuntimeError(f"{t} serves with {fuse_transport(d)}; see {d.log.name}")
+        files = {"raw": images["raw"]}
+        owner = {}
+        for t in served:
             files[t] = daemons[t].disk
-        owner = {t: daemons[t] for t in daemons}
-        owner["loop"] = daemons["rq-deadline"]
+            owner[t] = daemons[t]
+        for tr in TRANSPORTS:
+            for t, under in ((f"loop-{tr}", f"rq-{tr}"), (f"loop-pass-{tr}", f"pass-{tr}")):
+                dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
+                                      daemons[under].disk], check=True, capture_output=True,
+                                     text=True).stdout.strip()
+                loopdevs.append(dev)
+                files[t] = dev
+                owner[t] = daemons[under]
 
-        results = {(t, j[0]): [] for t in TARGETS for j in JOBS}
-        cpu = {(t, j[0]): [] for t in TARGETS for j in JOBS}
-        print(f"tagdisk bench: {len(JOBS)} jobs x {len(TARGETS)} targets x {a.rounds} rounds, "
-              f"{a.runtime}s each, images {a.size} on {'disk' if a.on_disk else 'tmpfs'}",
-              flush=True)
+        keys = [(t, j[0]) for j in JOBS for t in job_targets(j[0])]
+        results = {k: [] for k in keys}
+        cpu = {k: [] for k in keys}
+        print(f"tagdisk bench: {len(JOBS)} jobs x {len(TARGETS)} targets (+ {len(LOOP_PASS)} "
+              f"on {LOOP_PASS_JOB}) x {a.rounds} rounds, {a.runtime}s each (+ {RAMP}s ramp), "
+              f"images {a.size} on {'disk' if a.on_disk else 'tmpfs'}; FUSE transport "
+              f"explicit (--transport classic | uring) on every daemon", flush=True)
         for rnd in range(a.rounds):
             for job in JOBS:
-                order = TARGETS[rnd % len(TARGETS):] + TARGETS[:rnd % len(TARGETS)]
+                targets = job_targets(job[0])
+                order = targets[rnd % len(targets):] + targets[:rnd % len(targets)]
                 for t in order:
                     d = owner.get(t)
                     c0 = cpu_seconds(d.proc.pid) if d else 0
-                    r = fio(files[t], job[1], job[2], job[3], a.runtime, a.size, job[4])
+                    r = fio(files[t], job[1], job[2], job[3], a.runtime, a.size, job[4],
+                            numjobs=job[5])
                     c1 = cpu_seconds(d.proc.pid) if d else 0
                     results[(t, job[0])].append(r)
-                    if d and r["bytes"]:
-                        cpu[(t, job[0])].append((c1 - c0) / (r["bytes"] / 1e9))
+                    if d and r["ios_run"]:
+                        cpu[(t, job[0])].append((c1 - c0) / r["ios_run"] * 1e6)
             print(f"  round {rnd + 1}/{a.rounds} done", flush=True)
 
         def med(t, j, k):
             return statistics.median(x[k] for x in results[(t, j)])
 
+        def cpu_us(t, j):
+            """Median daemon CPU microseconds per I/O, None for the raw file."""
+            return statistics.median(cpu[(t, j)]) if cpu.get((t, j)) else None
+
         print()
-        hdr = (f"{'job':<22} {'target':<12} {'IOPS':>10} {'MB/s':>9} {'p99 us':>9} "
-               f"{'CPU s/GB':>9} {'xraw':>6} {'xpass':>6} {'cpu xpass':>9}")
+        hdr = (f"{'job':<23} {'target':<17} {'IOPS':>9} {'MB/s':>8} {'p99 us':>8} "
+               f"{'CPU us/IO':>9} {'xraw':>5} {'xpass':>5} {'xclassic':>8} {'cpu xpass':>9} "
+               f"{'cpu u/c':>7}")
         print(hdr)
         print("-" * len(hdr))
-        worst = {"bio": 9.0, "rq-deadline": 9.0, "rq-noop": 9.0}
-        worst_cpu = 0.0
         for job in JOBS:
             j = job[0]
             raw_iops = med("raw", j, "iops")
-            pass_iops = med("passthrough", j, "iops")
-            pass_cpu = statistics.median(cpu[("passthrough", j)]) if cpu[("passthrough", j)] else 0
-            for t in TARGETS:
+            for t in job_targets(j):
                 iops = med(t, j, "iops")
                 mbs = med(t, j, "bw") / 1e6
                 p99 = med(t, j, "p99")
-                c = statistics.median(cpu[(t, j)]) if cpu[(t, j)] else None
+                c = cpu_us(t, j)
                 cs = f"{c:9.2f}" if c is not None else f"{'-':>9}"
-                cx = fmt_ratio(c, pass_cpu) if c is not None and t != "loop" else "  -  "
-                print(f"{j:<22} {t:<12} {iops:10.0f} {mbs:9.1f} {p99:9.0f} {cs} "
-                      f"{fmt_ratio(iops, raw_iops):>6} {fmt_ratio(iops, pass_iops):>6} {cx:>9}")
-                if t in worst:
-                    worst[t] = min(worst[t], iops / pass_iops)
-                if t == "rq-deadline" and c is not None and pass_cpu:
-                    worst_cpu = max(worst_cpu, c / pass_cpu)
+                p, cl = pass_of(t), classic_of(t)
+                xpass = fmt_ratio(iops, med(p, j, "iops")) if p else "  -  "
+                xcl = fmt_ratio(iops, med(cl, j, "iops")) if cl else "  -  "
+                # The daemon beneath a loop device also serves the loop's I/O: no CPU x pass.
+                cx = fmt_ratio(c, cpu_us(p, j)) if p and not t.startswith("loop") else "  -  "
+                cuc = fmt_ratio(c, cpu_us(cl, j)) if cl else "  -  "
+                print(f"{j:<23} {t:<17} {iops:9.0f} {mbs:8.1f} {p99:8.0f} {cs} "
+                      f"{fmt_ratio(iops, raw_iops):>5} {xpass:>5} {xcl:>8} {cx:>9} {cuc:>7}")
             print()
+
+        def ratio(t, u, j):
+            d = med(u, j, "iops")
+            return med(t, j, "iops") / d if d else 0.0
+
+        def worst(pairs):
+            """(lowest IOPS ratio, its job) over (target, reference, job) triples."""
+            return min((ratio(t, u, j), j) for t, u, j in pairs)
 
         rss = {t: peak_rss_kib(d.proc.pid) for t, d in daemons.items()}
         # psync: parallel direct writes on and off, on a fresh rq-deadline daemon each.
-        print("fio psync randwrite 4k numjobs=4 on the disk file (rq, deadline, depth 32):")
+        rows = []
         for label, opt in (("with FOPEN_PARALLEL_DIRECT_WRITES", []),
                            ("without (-o no_parallel_direct_writes)",
                             ["-o", "no_parallel_direct_writes"])):
             img = os.path.join(store, "psync.img")
             shutil.copyfile(first, img)
             d = Daemon(tagdiskd, img, work, "psync", ["--depth", "32"] + common + opt)
+            tr = fuse_transport(d)
             r = fio(d.disk, "randwrite", "4k", 1, a.runtime, a.size, [], engine="psync",
                     numjobs=4)
             d.stop()
             os.unlink(img)
-            print(f"  {label:<40} {r['iops']:10.0f} IOPS  p99 {r['p99']:8.0f} us")
+            rows.append(f"  {label:<40} {r['iops']:10.0f} IOPS  p99 {r['p99']:8.0f} us")
+        print(f"fio psync randwrite 4k numjobs=4 on the disk file (rq, deadline, depth 32, "
+              f"transport auto: {tr}):")
+        print("\n".join(rows))
         print()
 
         trace_row = trace_experiment(build, a, store, first)
         print()
 
-        print("targets (ratios from this run):")
-        print(f"  bio >= 0.95 x pass-through on every job: worst {worst['bio']:.2f} "
-              f"-> {'met' if worst['bio'] >= 0.95 else 'NOT met'}")
-        print(f"  rq (deadline, depth 32) >= 0.90 x pass-through: worst {worst['rq-deadline']:.2f} "
-              f"-> {'met' if worst['rq-deadline'] >= 0.90 else 'NOT met'}")
-        print(f"  rq (noop, depth 32), for reference: worst {worst['rq-noop']:.2f}")
+        qd32, two = "4k randread QD32", "4k randread QD32 2 jobs"
+        single = [job[0] for job in JOBS if job[5] == 1]
+        every = [job[0] for job in JOBS]
+        print("targets (ratios of medians from this run):")
+        r = ratio("loop-pass-uring", "loop-pass-classic", qd32)
+        print(f"  pass-through uring >= 1.4 x classic, {qd32} through a loop device: "
+              f"{r:.2f} -> {verdict(r >= 1.4)}")
+        r = ratio("pass-uring", "pass-classic", two)
+        print(f"  pass-through uring >= 2.0 x classic, {two}: {r:.2f} -> {verdict(r >= 2.0)}")
+        r, j = worst(("pass-uring", "pass-classic", j) for j in single)
+        print(f"  pass-through uring >= 0.95 x classic on every single-submitter job: worst "
+              f"{r:.2f} ({j}) -> {verdict(r >= 0.95)}")
+        cu, cc = cpu_us("pass-uring", qd32) or 0.0, cpu_us("pass-classic", qd32) or 0.0
+        r = cu / cc if cc else 9.0
+        print(f"  pass-through CPU per 4 KiB I/O uring <= 0.6 x classic, {qd32}: "
+              f"{cu:.2f} / {cc:.2f} us = {r:.2f} -> {verdict(r <= 0.6)}")
+        r, j = worst(("bio-uring", "pass-uring", j) for j in every)
+        print(f"  bio-uring >= 0.9 x pass-uring on every job: worst {r:.2f} ({j}) "
+              f"-> {verdict(r >= 0.9)}")
+        r = ratio("loop-uring", "loop-classic", qd32)
+        print(f"  rq-uring >= 1.2 x rq-classic, {qd32} through a loop device: {r:.2f} "
+              f"-> {verdict(r >= 1.2)}")
+        for kind, bound in (("bio", 0.95), ("rq", 0.90)):
+            for tr in TRANSPORTS:
+                r, j = worst((f"{kind}-{tr}", f"pass-{tr}", j) for j in every)
+                print(f"  {kind}-{tr} >= {bound:.2f} x pass-{tr} on every job: worst {r:.2f} "
+                      f"({j}) -> {verdict(r >= bound)}")
+        for tr in TRANSPORTS:
+            r, j = max((cpu_us(f"rq-{tr}", j) / cpu_us(f"pass-{tr}", j), j) for j in every
+                       if cpu_us(f"rq-{tr}", j) is not None and cpu_us(f"pass-{tr}", j))
+            print(f"  rq-{tr} CPU per I/O <= 1.2 x pass-{tr}: worst {r:.2f} ({j}) "
+                  f"-> {verdict(r <= 1.2)}")
         print(f"  trace --blktrace: 0 dropped and >= 0.90 x untraced IOPS: {trace_row[1]} dropped, "
-              f"{trace_row[0]:.2f} -> "
-              f"{'met' if trace_row[1] == 0 and trace_row[0] >= 0.90 else 'NOT met'}")
-        print(f"  CPU per GB in rq mode <= 1.2 x pass-through: worst {worst_cpu:.2f} "
-              f"-> {'met' if worst_cpu <= 1.2 else 'NOT met'}")
+              f"{trace_row[0]:.2f} -> {verdict(trace_row[1] == 0 and trace_row[0] >= 0.90)}")
         bound = 32 * 1024 + 128 * 1024
         for t, k in sorted(rss.items()):
-            print(f"  peak RSS {t:<12} {k / 1024:7.1f} MiB (bound 32 MiB + nr_requests 128 x 1 MiB "
-                  f"= {bound / 1024:.0f} MiB) -> {'met' if k <= bound else 'NOT met'}")
+            print(f"  peak RSS {t:<13} {k / 1024:7.1f} MiB (bound 32 MiB + nr_requests 128 x 1 MiB "
+                  f"= {bound / 1024:.0f} MiB) -> {verdict(k <= bound)}")
         print()
     finally:
-        if loopdev:
-            subprocess.run(["losetup", "-d", loopdev])
+        for dev in loopdevs:
+            subprocess.run(["losetup", "-d", dev])
         for d in daemons.values():
             d.stop()
         if tmpfs:
@@ -312,6 +428,7 @@ def trace_experiment(build, a, store=None, image=None):
     d = Daemon(tagdiskd, img, work, "trace", ["--mode", "rq", "--elevator", "deadline",
                                               "--depth", "32"])
     try:
+        tr = fuse_transport(d)
         for rnd in range(a.rounds):
             for with_trace in ((False, True) if rnd % 2 == 0 else (True, False)):
                 if not with_trace:
@@ -343,7 +460,8 @@ def trace_experiment(build, a, store=None, image=None):
         shutil.rmtree(work, ignore_errors=True)
     p, t = statistics.median(plain), statistics.median(traced)
     ratio = t / p if p else 0
-    print(f"trace: fio 4k randrw QD32, {runtime}s, rq deadline depth 32, median of {a.rounds}:")
+    print(f"trace: fio 4k randrw QD32, {runtime}s, rq deadline depth 32, transport auto: {tr}, "
+          f"median of {a.rounds}:")
     print(f"  untraced {p:10.0f} IOPS")
     print(f"  traced   {t:10.0f} IOPS  (tagdiskctl trace --blktrace; {max(events or [0])} events "
           f"in the largest file)")
@@ -359,8 +477,6 @@ def hdd_experiment(tagdiskd, a):
     with open(conf, "w") as f:
         f.write("[drive]\nmodel = hdd\ncommand_timeout_ms = 0\n")
     runtime = max(a.runtime * 2, 8)
-    print(f"HDD model (7200 rpm, 0.5-12 ms seeks, 150 MB/s, SPTF in the drive), 4 GiB disk, "
-          f"{runtime}s per run:")
     try:
         rows = {}
         # noop: the queue hands requests over in arrival order, so any reordering
@@ -368,6 +484,9 @@ def hdd_experiment(tagdiskd, a):
         for depth in (1, 32):
             d = Daemon(tagdiskd, img, work, f"hdd{depth}",
                        ["-c", conf, "--size", "4G", "--depth", str(depth), "--elevator", "noop"])
+            if depth == 1:
+                print(f"HDD model (7200 rpm, 0.5-12 ms seeks, 150 MB/s, SPTF in the drive), "
+                      f"4 GiB disk, {runtime}s per run, transport auto: {fuse_transport(d)}:")
             r = fio(d.disk, "randread", "4k", 32, runtime, "4G", [])
             st = admin(d.sock, "stats")["drive"]
             d.stop()
