@@ -232,6 +232,21 @@ static void count_drop(struct td_trace *t, struct td_trace_ring *r)
 	atomic_fetch_add_explicit(&t->priv->dropped, 1, memory_order_relaxed);
 }
 
+/* A zeroed ring of @size events, aligned as its cache-line-aligned counters require. */
+static struct td_trace_ring *ring_alloc(size_t size)
+{
+	size_t align = _Alignof(struct td_trace_ring);
+	size_t bytes = sizeof(struct td_trace_ring) + size * sizeof(struct td_trace_event);
+	struct td_trace_ring *r;
+
+	/* aligned_alloc() wants a multiple of the alignment. */
+	bytes = (bytes + align - 1) / align * align;
+	r = aligned_alloc(align, bytes);
+	if (r)
+		memset(r, 0, bytes);
+	return r;
+}
+
 static void ring_put(struct td_trace *t, struct td_trace_sub *sub, unsigned int s,
 		     const struct td_trace_event *ev)
 {
@@ -239,7 +254,7 @@ static void ring_put(struct td_trace *t, struct td_trace_sub *sub, unsigned int 
 	uint64_t head;
 
 	if (td_unlikely(!r)) {
-		r = calloc(1, sizeof(*r) + sub->size * sizeof(r->ev[0]));
+		r = ring_alloc(sub->size);
 		if (!r) {
 			atomic_fetch_add_explicit(&sub->unallocated, 1, memory_order_relaxed);
 			count_drop(t, NULL);
