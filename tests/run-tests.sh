@@ -81,7 +81,7 @@ run_bats() { # files...
 # The files both FUSE transports must pass: run again over io_uring (they skip, with one
 # line, where the kernel has no FUSE over io_uring).
 URING_BATS="tests/bats/disk_semantics.bats tests/bats/daemon.bats tests/bats/crash.bats
-	tests/bats/reset_load.bats tests/bats/fio_verify.bats"
+	tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/admin.bats"
 
 run_fuzz() { # seconds per harness
 	local out="$log/fuzz.tap" rc

@@ -86,11 +86,13 @@ assert u["inject"] == ("inject error op=read|write|any sector=S count=N [times=K
 '
 }
 
-STATUS_KEYS='["ok", "state", "version", "pid", "uptime_s", "image", "size", "disk", "read_only",
+# The ring counters follow transport on the uring transport only (docs/protocol.md).
+STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
-  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport", "resets", "timeouts",
-  "errors", "rate"]'
+  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
+  + (["uring_requests", "uring_entries"] if d["transport"] == "uring" else [])
+  + ["resets", "timeouts", "errors", "rate"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed
@@ -111,6 +113,9 @@ for k, v in exp.items():
     assert d[k] == v and type(d[k]) is type(v), (k, d[k], v)
 assert 1 <= d['uptime_s'] <= $elapsed, (d['uptime_s'], $elapsed)
 assert d['fuse_threads'] >= 1, d['fuse_threads']
+assert '$TD_TRANSPORT' in ('', d['transport']), (d['transport'], '$TD_TRANSPORT')
+if d['transport'] == 'uring':
+    assert len(d['uring_requests']) >= 1 and d['uring_entries'] >= 2, d
 r = d['rate']
 assert list(r) == ['interval_s', 'read_iops', 'write_iops', 'iops', 'read_bytes_per_s',
                    'write_bytes_per_s', 'bytes_per_s'], list(r)
