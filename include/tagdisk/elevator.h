@@ -141,5 +141,8 @@ uint32_t td_elv_count(const struct td_elevator *e) td_nonnull(1);
 
 extern const struct td_elevator_type td_elv_noop;
 extern const struct td_elevator_type td_elv_deadline;
+/* mq mode's names for the same policies, one instance per hardware context. */
+extern const struct td_elevator_type td_elv_none;
+extern const struct td_elevator_type td_elv_mq_deadline;
 
 #endif /* TAGDISK_ELEVATOR_H */

@@ -154,7 +154,7 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_str(out, o, "elevator", qs.elevator);
 	td_admin_put_u64(out, o, "depth", qs.mode == TD_MODE_RQ ? qs.depth : 0);
 	td_admin_put_u64(out, o, "tags_in_use", qs.tags_in_use);
-	td_admin_put_u64(out, o, "in_flight", qs.mode == TD_MODE_RQ ? qs.in_flight : s->in_flight);
+	td_admin_put_u64(out, o, "in_flight", qs.mode != TD_MODE_BIO ? qs.in_flight : s->in_flight);
 	td_admin_put_u64(out, o, "queued", qs.queued);
 	td_admin_put_u64(out, o, "requests_used", qs.requests_used);
 	td_admin_put_u64(out, o, "nr_requests", qs.nr_requests);

@@ -25,7 +25,9 @@
 
 static const struct td_elevator_type *const registry[] = {
 	&td_elv_deadline,
+	&td_elv_mq_deadline,
 	&td_elv_noop,
+	&td_elv_none,
 };
 
 struct td_elevator {

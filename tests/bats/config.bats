@@ -146,7 +146,7 @@ bad_config() {
 }
 
 @test "a bad command-line choice (--mode xyz): exit 2, one line naming option and value" {
-	bad_config "--mode \"xyz\": must be rq or bio (try 'tagdiskd --help')" --mode xyz
+	bad_config "--mode \"xyz\": must be rq, bio or mq (try 'tagdiskd --help')" --mode xyz
 }
 
 @test "an unknown command-line option: exit 2, one line naming it" {
