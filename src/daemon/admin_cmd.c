@@ -164,9 +164,9 @@ static int number_arg(struct td_admin_reply *out, const char *what, const char *
 	return r ? -EINVAL : 0;
 }
 
-bool td_admin_rq_mode(struct td_admin *a)
+bool td_admin_queued_mode(struct td_admin *a)
 {
-	return td_queue_mode(a->p.q) == TD_MODE_RQ;
+	return td_queue_mode(a->p.q) != TD_MODE_BIO;
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -191,7 +191,7 @@ static void cmd_reset(struct td_admin *a, const struct td_admin_request *req,
 		      struct td_admin_reply *out)
 {
 	(void)req;
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "reset: mode = bio has no queue or tags to reset");
 		return;
 	}
@@ -228,7 +228,7 @@ static void cmd_elevator(struct td_admin *a, const struct td_admin_request *req,
 	const char *name = req->argv[0];
 	char names[256];
 
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "elevator: mode = bio has no elevator");
 		return;
 	}
@@ -262,11 +262,11 @@ static void cmd_depth(struct td_admin *a, const struct td_admin_request *req,
 
 	if (req->argc == 0) {
 		o = td_admin_ok(out);
-		td_admin_put_u64(out, o, "depth", td_admin_rq_mode(a) ? cur : 0);
+		td_admin_put_u64(out, o, "depth", td_admin_queued_mode(a) ? cur : 0);
 		td_admin_put_u64(out, o, "max", TD_TAG_DEPTH_MAX);
 		return;
 	}
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "depth: mode = bio has no tags");
 		return;
 	}
@@ -380,8 +380,8 @@ static void cmd_inject(struct td_admin *a, const struct td_admin_request *req,
 		const char *val[1];
 		uint64_t times = 1;
 
-		if (!td_admin_rq_mode(a)) {
-			td_admin_error(out, "inject hang: needs mode = rq (a hung bio would block "
+		if (!td_admin_queued_mode(a)) {
+			td_admin_error(out, "inject hang: needs mode = rq or mq (a hung bio would block "
 					    "its caller forever)");
 			return;
 		}
