@@ -161,9 +161,9 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_u64(out, o, "nr_requests", qs.nr_requests);
 	td_admin_put_u64(out, o, "max_sectors", qs.max_sectors);
 	if (qs.mode == TD_MODE_MQ) {
+		td_admin_put_u64(out, o, "nr_hw_queues", qs.nr_hw_queues);
 		struct json_object *hw = td_admin_put_array(out, o, "hctx");
 
-		td_admin_put_u64(out, o, "nr_hw_queues", qs.nr_hw_queues);
 		for (unsigned int i = 0; i < qs.nr_hw_queues; i++) {
 			struct td_hctx_status hs;
 

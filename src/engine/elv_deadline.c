@@ -254,6 +254,7 @@ const struct td_elevator_type td_elv_deadline = {
  */
 const struct td_elevator_type td_elv_mq_deadline = {
 	.name = "mq-deadline",
+	.mq = true,
 	.init = deadline_init,
 	.exit = deadline_exit,
 	.front_merges = true,
