@@ -247,7 +247,8 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	if (parent) {
 		q->stats = parent->stats;
 	} else {
-		q->stats = td_stats_create();
+		/* An mq queue counts per CPU, with no lock, as its hctxs run on every CPU at once. */
+		q->stats = q->mode == TD_MODE_MQ ? td_stats_create_percpu() : td_stats_create();
 		if (!q->stats)
 			goto out_destroy_locks;
 		q->rangelock = td_rangelock_create();
