@@ -271,7 +271,9 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	struct td_tag_map *map = p->tags;
 
 	if (!map) {
-		map = td_tag_map_create(p->depth);
+		/* An mq tag set is started and ended from every CPU: spread it. */
+		map = q->mode == TD_MODE_MQ ? td_tag_map_create_spread(p->depth)
+					    : td_tag_map_create(p->depth);
 		ret = -ENOMEM;
 		if (!map)
 			goto out_destroy_elv;

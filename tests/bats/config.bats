@@ -72,7 +72,7 @@ bad_config() {
 
 @test "a bad elevator name: exit 2, key and quoted value named" {
 	printf '[queue]\nelevator = cfq\n' >"$TD_INI"
-	bad_config "$TD_INI:2: [queue] elevator = \"cfq\": unknown elevator (known: deadline, noop)" -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] elevator = \"cfq\": unknown elevator (known: deadline, mq-deadline, noop, none)" -c "$TD_INI"
 }
 
 @test "a bad logical_block_size and a bad boolean: exit 2, key and quoted value named" {
