@@ -65,8 +65,9 @@
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
  *     ->  inject lock, trace lock, tag map user lock.
  * In mq mode "queue lock" is an hctx's lock; a thread holding several takes
- * them in hctx index order (only resets and aborts do), and a software
- * queue's lock comes after any hctx lock and before the drive lock.
+ * them in hctx index order (only resets and aborts do). After an hctx lock
+ * and before the drive lock come a software queue's lock and the mq queue's
+ * write lock (the writes in flight of every hctx), never both at once.
  * The range lock (tagdisk/rangelock.h) is taken and released with none of
  * these held, and a thread holds at most one range at a time.
  * Stats counters and the tag bitmap are lock-free atomics. Nothing replies to
