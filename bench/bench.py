@@ -11,6 +11,8 @@ Targets, all on images of the same size, prefilled with data (holes read too fas
   rq-noop      tagdiskd, mode = rq, noop, depth 32
   rq-deadline  tagdiskd, mode = rq, deadline, depth 32
   loop         losetup --direct-io=on on rq-deadline's disk file
+  mq-none      tagdiskd, mode = mq, scheduler none, depth 32 (one hardware context per CPU)
+  loop-mq      losetup --direct-io=on on mq-none's disk file
 
 Rounds are interleaved (every job on every target, then again), so drift on a noisy
 machine spreads over all targets, and each round starts the targets at a different place
@@ -47,7 +49,7 @@ JOBS = [
     ("1M seqwrite QD8", "write", "1M", 8, []),
 ]
 
-TARGETS = ["raw", "passthrough", "bio", "rq-noop", "rq-deadline", "loop"]
+TARGETS = ["raw", "passthrough", "bio", "rq-noop", "rq-deadline", "loop", "mq-none", "loop-mq"]
 
 
 def sh(*args, **kw):
@@ -169,13 +171,14 @@ def main():
     store = tmpfs or work
     daemons = {}
     loopdev = None
+    loopdev_mq = None
     try:
         # One prefilled image, copied per target so nobody shares a file.
         first = os.path.join(store, "raw.img")
         sh("fio", "--name=fill", f"--filename={first}", "--rw=write", "--bs=1M",
            f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
         images = {"raw": first}
-        for t in ("passthrough", "bio", "rq-noop", "rq-deadline"):
+        for t in ("passthrough", "bio", "rq-noop", "rq-deadline", "mq-none"):
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
 
@@ -187,14 +190,20 @@ def main():
         daemons["rq-deadline"] = Daemon(tagdiskd, images["rq-deadline"], work, "rq-deadline",
                                         ["--mode", "rq", "--elevator", "deadline", "--depth", "32"]
                                         + common)
+        daemons["mq-none"] = Daemon(tagdiskd, images["mq-none"], work, "mq-none",
+                                    ["--mode", "mq", "--elevator", "none", "--depth", "32"] + common)
+        loopdev_mq = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
+                                     daemons["mq-none"].disk], check=True, capture_output=True,
+                                    text=True).stdout.strip()
         loopdev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
                                   daemons["rq-deadline"].disk], check=True, capture_output=True,
                                  text=True).stdout.strip()
-        files = {"raw": images["raw"], "loop": loopdev}
-        for t in ("passthrough", "bio", "rq-noop", "rq-deadline"):
+        files = {"raw": images["raw"], "loop": loopdev, "loop-mq": loopdev_mq}
+        for t in ("passthrough", "bio", "rq-noop", "rq-deadline", "mq-none"):
             files[t] = daemons[t].disk
         owner = {t: daemons[t] for t in daemons}
         owner["loop"] = daemons["rq-deadline"]
+        owner["loop-mq"] = daemons["mq-none"]
 
         results = {(t, j[0]): [] for t in TARGETS for j in JOBS}
         cpu = {(t, j[0]): [] for t in TARGETS for j in JOBS}
@@ -222,7 +231,8 @@ def main():
                f"{'CPU s/GB':>9} {'xraw':>6} {'xpass':>6} {'cpu xpass':>9}")
         print(hdr)
         print("-" * len(hdr))
-        worst = {"bio": 9.0, "rq-deadline": 9.0, "rq-noop": 9.0}
+        worst = {"bio": 9.0, "rq-deadline": 9.0, "rq-noop": 9.0, "mq-none": 9.0}
+        loop_ratio = []  # mq vs rq through the loop device, per job
         worst_cpu = 0.0
         for job in JOBS:
             j = job[0]
@@ -240,6 +250,8 @@ def main():
                       f"{fmt_ratio(iops, raw_iops):>6} {fmt_ratio(iops, pass_iops):>6} {cx:>9}")
                 if t in worst:
                     worst[t] = min(worst[t], iops / pass_iops)
+                if t == "loop-mq" and med("loop", j, "iops"):
+                    loop_ratio.append((j, iops / med("loop", j, "iops")))
                 if t == "rq-deadline" and c is not None and pass_cpu:
                     worst_cpu = max(worst_cpu, c / pass_cpu)
             print()
@@ -269,6 +281,10 @@ def main():
         print(f"  rq (deadline, depth 32) >= 0.90 x pass-through: worst {worst['rq-deadline']:.2f} "
               f"-> {'met' if worst['rq-deadline'] >= 0.90 else 'NOT met'}")
         print(f"  rq (noop, depth 32), for reference: worst {worst['rq-noop']:.2f}")
+        print(f"  mq (none, depth 32) >= 0.90 x pass-through: worst {worst['mq-none']:.2f} "
+              f"-> {'met' if worst['mq-none'] >= 0.90 else 'NOT met'}")
+        for j, r in loop_ratio:
+            print(f"  loop device, mq / rq (deadline) on {j}: {r:.2f}")
         print(f"  trace --blktrace: 0 dropped and >= 0.90 x untraced IOPS: {trace_row[1]} dropped, "
               f"{trace_row[0]:.2f} -> "
               f"{'met' if trace_row[1] == 0 and trace_row[0] >= 0.90 else 'NOT met'}")
@@ -280,8 +296,9 @@ def main():
                   f"= {bound / 1024:.0f} MiB) -> {'met' if k <= bound else 'NOT met'}")
         print()
     finally:
-        if loopdev:
-            subprocess.run(["losetup", "-d", loopdev])
+        for dev in (loopdev, loopdev_mq):
+            if dev:
+                subprocess.run(["losetup", "-d", dev])
         for d in daemons.values():
             d.stop()
         if tmpfs:
