@@ -14,6 +14,9 @@ Targets, all on images of the same size, prefilled with data (holes read too fas
   rq-T               tagdiskd --transport T, mode = rq, deadline, depth 32
   loop-T             losetup --direct-io=on on rq-T's disk file
   loop-pass-T        losetup --direct-io=on on pass-T's disk file; 4k randread QD32 only
+  mq-uring           tagdiskd --transport uring, mode = mq (scheduler none, depth 32, one
+                     hardware context per CPU): each ring feeds its CPU's software queue
+  loop-mq-uring      losetup --direct-io=on on mq-uring's disk file
 T is classic or uring. Jobs: one submitting fio job each, and "4k randread QD32 2 jobs"
 (numjobs=2 at iodepth 16 each, group_reporting: IOPS and bandwidth summed over both).
 
@@ -61,7 +64,9 @@ JOBS = [
 
 TRANSPORTS = ("classic", "uring")
 KINDS = ("pass", "bio", "rq", "loop")
-TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS]
+# The multi-queue engine, on the transport whose per-CPU rings feed it.
+MQ = ["mq-uring", "loop-mq-uring"]
+TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS] + MQ
 # Loop devices on the pass-through disks, for this job only (the loop ceiling).
 LOOP_PASS_JOB = "4k randread QD32"
 LOOP_PASS = [f"loop-pass-{tr}" for tr in TRANSPORTS]
@@ -84,8 +89,10 @@ def pass_of(target):
 
 
 def classic_of(target):
-    """A uring target's classic counterpart, else None."""
-    return target[:-len("uring")] + "classic" if transport_of(target) == "uring" else None
+    """A uring target's classic counterpart, else None (mq runs on uring only)."""
+    if transport_of(target) != "uring" or target in MQ:
+        return None
+    return target[:-len("uring")] + "classic"
 
 
 def sh(*args, **kw):
@@ -239,7 +246,7 @@ def main():
         sh("fio", "--name=fill", f"--filename={first}", "--rw=write", "--bs=1M",
            f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
         images = {"raw": first}
-        served = [f"{k}-{tr}" for k in ("pass", "bio", "rq") for tr in TRANSPORTS]
+        served = [f"{k}-{tr}" for k in ("pass", "bio", "rq") for tr in TRANSPORTS] + ["mq-uring"]
         for t in served:
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
@@ -253,6 +260,9 @@ def main():
             daemons[f"rq-{tr}"] = Daemon(tagdiskd, images[f"rq-{tr}"], work, f"rq-{tr}",
                                          ["--mode", "rq", "--elevator", "deadline",
                                           "--depth", "32"] + common, transport=tr)
+        daemons["mq-uring"] = Daemon(tagdiskd, images["mq-uring"], work, "mq-uring",
+                                     ["--mode", "mq", "--elevator", "none", "--depth", "32"]
+                                     + common, transport="uring")
         for t, d in daemons.items():
             # The pass-through fails to start on a transport it cannot have; ask tagdiskd.
             if not t.startswith("pass-") and fuse_transport(d) != transport_of(t):
@@ -262,14 +272,16 @@ def main():
         for t in served:
             files[t] = daemons[t].disk
             owner[t] = daemons[t]
-        for tr in TRANSPORTS:
-            for t, under in ((f"loop-{tr}", f"rq-{tr}"), (f"loop-pass-{tr}", f"pass-{tr}")):
-                dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
-                                      daemons[under].disk], check=True, capture_output=True,
-                                     text=True).stdout.strip()
-                loopdevs.append(dev)
-                files[t] = dev
-                owner[t] = daemons[under]
+        under_loop = [(f"loop-{tr}", f"rq-{tr}") for tr in TRANSPORTS]
+        under_loop += [(f"loop-pass-{tr}", f"pass-{tr}") for tr in TRANSPORTS]
+        under_loop.append(("loop-mq-uring", "mq-uring"))
+        for t, under in under_loop:
+            dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
+                                  daemons[under].disk], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            loopdevs.append(dev)
+            files[t] = dev
+            owner[t] = daemons[under]
 
         keys = [(t, j[0]) for j in JOBS for t in job_targets(j[0])]
         results = {k: [] for k in keys}
@@ -378,6 +390,12 @@ def main():
         r = ratio("loop-uring", "loop-classic", qd32)
         print(f"  rq-uring >= 1.2 x rq-classic, {qd32} through a loop device: {r:.2f} "
               f"-> {verdict(r >= 1.2)}")
+        r, j = worst(("mq-uring", "pass-uring", j) for j in every)
+        print(f"  mq-uring >= 0.9 x pass-uring on every job: worst {r:.2f} ({j}) "
+              f"-> {verdict(r >= 0.9)}")
+        r = ratio("loop-mq-uring", "loop-classic", qd32)
+        print(f"  mq-uring >= 1.3 x rq-classic, {qd32} through a loop device: {r:.2f} "
+              f"-> {verdict(r >= 1.3)}")
         for kind, bound in (("bio", 0.95), ("rq", 0.90)):
             for tr in TRANSPORTS:
                 r, j = worst((f"{kind}-{tr}", f"pass-{tr}", j) for j in every)

@@ -15,12 +15,15 @@
  * one straight to the drive.
  *
  *   build/bench/bench_engine [SECONDS_PER_CASE]
- *   build/bench/bench_engine SECONDS bio|rq+noop|rq+deadline DEPTH THREADS   (one case,
- *                                  for profiling)
+ *   build/bench/bench_engine SECONDS MODE DEPTH THREADS   (one case, for profiling;
+ *                                  MODE: bio rq+noop rq+deadline mq+none mq+mq-deadline)
  *
  * Prints requests/s and ns/request per configuration, and the figures the
- * targets are judged by: rq-mode ns/request at depth 1, 32 and 1024, and
- * 2-thread over 1-thread throughput.
+ * targets are judged by: ns/request at depth 1, 32 and 1024 per queued mode,
+ * and 2-thread over 1-thread throughput for every mode (bio, rq and mq).
+ * In mq mode each submitter queues on its CPU's software queue, and with one
+ * hardware context per CPU (the default) two submitters on two CPUs share
+ * nothing but the tag map and the stats' per-CPU shards.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -211,9 +214,11 @@ int main(int argc, char **argv)
 		{ TD_MODE_BIO, "noop", "bio" },
 		{ TD_MODE_RQ, "noop", "rq+noop" },
 		{ TD_MODE_RQ, "deadline", "rq+deadline" },
+		{ TD_MODE_MQ, "none", "mq+none" },
+		{ TD_MODE_MQ, "mq-deadline", "mq+mq-deadline" },
 	};
 	static const unsigned int depths[] = { 1, 32, 1024 };
-	double rate[3][3][2], ns[3][3][2];
+	double rate[TD_ARRAY_SIZE(modes)][3][2], ns[TD_ARRAY_SIZE(modes)][3][2];
 
 	if (seconds <= 0)
 		seconds = 1.0;
@@ -237,7 +242,7 @@ int main(int argc, char **argv)
 	       "median of 3 runs of %.1f s per case; with 2 threads each submits depth/2 at a "
 	       "time\n\n",
 	       seconds);
-	printf("%-12s %6s %8s %14s %12s\n", "mode", "depth", "threads", "requests/s", "ns/request");
+	printf("%-14s %6s %8s %14s %12s\n", "mode", "depth", "threads", "requests/s", "ns/request");
 	for (size_t m = 0; m < TD_ARRAY_SIZE(modes); m++) {
 		for (size_t di = 0; di < TD_ARRAY_SIZE(depths); di++) {
 			for (unsigned int th = 1; th <= 2; th++) {
@@ -245,15 +250,20 @@ int main(int argc, char **argv)
 							 depths[di], th };
 
 				rate[m][di][th - 1] = median_case(&bc, seconds, &ns[m][di][th - 1]);
-				printf("%-12s %6u %8u %14.0f %12.1f\n", modes[m].label, depths[di], th,
+				printf("%-14s %6u %8u %14.0f %12.1f\n", modes[m].label, depths[di], th,
 				       rate[m][di][th - 1], ns[m][di][th - 1]);
 				fflush(stdout);
 			}
 		}
 	}
 
-	printf("\ntargets (rq mode, 1 thread):\n");
+	printf("\ntargets (queued modes, 1 thread: rq <= 300 ns, mq <= 200 ns; 2 threads / 1: "
+	       ">= 1.6 in bio and mq):\n");
+	printf("  %-14s 2 threads / 1 thread at depth 1/32/1024: %.2f / %.2f / %.2f\n",
+	       modes[0].label, rate[0][0][1] / rate[0][0][0], rate[0][1][1] / rate[0][1][0],
+	       rate[0][2][1] / rate[0][2][0]);
 	for (size_t m = 1; m < TD_ARRAY_SIZE(modes); m++) {
+		double limit = modes[m].mode == TD_MODE_MQ ? 200 : 300;
 		double worst = 0;
 
 		for (size_t di = 0; di < TD_ARRAY_SIZE(depths); di++)
@@ -261,12 +271,12 @@ int main(int argc, char **argv)
 		/* Batching makes deeper queues cheaper; what must not happen is growth. */
 		double growth = ns[m][2][0] / ns[m][1][0];
 
-		printf("  %-12s ns/request at depth 1/32/1024: %.0f / %.0f / %.0f -> <= 300 ns: %s; "
+		printf("  %-14s ns/request at depth 1/32/1024: %.0f / %.0f / %.0f -> <= %.0f ns: %s; "
 		       "depth 1024 vs 32: %.2fx (%s)\n",
-		       modes[m].label, ns[m][0][0], ns[m][1][0], ns[m][2][0],
-		       worst <= 300 ? "met" : "NOT met", growth,
+		       modes[m].label, ns[m][0][0], ns[m][1][0], ns[m][2][0], limit,
+		       worst <= limit ? "met" : "NOT met", growth,
 		       growth <= 1.3 ? "does not grow" : "GROWS");
-		printf("  %-12s 2 threads / 1 thread at depth 1/32/1024: %.2f / %.2f / %.2f\n",
+		printf("  %-14s 2 threads / 1 thread at depth 1/32/1024: %.2f / %.2f / %.2f\n",
 		       modes[m].label, rate[m][0][1] / rate[m][0][0], rate[m][1][1] / rate[m][1][0],
 		       rate[m][2][1] / rate[m][2][0]);
 	}

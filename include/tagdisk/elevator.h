@@ -86,6 +86,8 @@ struct td_elevator_type {
 	void (*completed)(void *data, struct td_request *rq);
 	/* Return: true when requests are queued. */
 	bool (*has_work)(void *data);
+	/* A scheduler of mq hardware contexts (none, mq-deadline) rather than of an rq queue. */
+	bool mq;
 };
 
 /* An elevator instance; fields private to elevator.c. */
@@ -95,6 +97,8 @@ struct td_elevator;
 const struct td_elevator_type *td_elv_find(const char *name);
 /* Write the registered names, separated by ", ", into @buf. Return: as snprintf. */
 size_t td_elv_names(char *buf, size_t size);
+/* Like td_elv_names(), only the types whose ->mq is @mq (a queue mode's schedulers). */
+size_t td_elv_names_for(char *buf, size_t size, bool mq);
 
 /*
  * Create an instance of @type for a queue with @nr_requests requests.
@@ -141,5 +145,8 @@ uint32_t td_elv_count(const struct td_elevator *e) td_nonnull(1);
 
 extern const struct td_elevator_type td_elv_noop;
 extern const struct td_elevator_type td_elv_deadline;
+/* mq mode's names for the same policies, one instance per hardware context. */
+extern const struct td_elevator_type td_elv_none;
+extern const struct td_elevator_type td_elv_mq_deadline;
 
 #endif /* TAGDISK_ELEVATOR_H */

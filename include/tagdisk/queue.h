@@ -2,7 +2,8 @@
 /*
  * queue.h - the request queue: where bios become requests and reach the drive.
  *
- * Two modes, as in the 2.6 block layer:
+ * Three modes: two as in the 2.6 block layer, and the multi-queue one Linux
+ * grew from them:
  *
  *  - rq:  td_queue_submit() merges the bio into a queued request or gets a
  *         new one from the pool (waiting when all nr_requests are in use),
@@ -13,6 +14,18 @@
  *  - bio: td_queue_submit() calls the make_request function, which sends the
  *         bio straight to the drive in the caller's thread: no elevator, no
  *         requests, no tags (the ramdisk path).
+ *  - mq:  td_queue_submit() puts the bio on the software queue of the CPU
+ *         the submitter runs on (one per possible CPU, each with its own
+ *         lock) and runs the hardware context that CPU maps to. A hardware
+ *         context (hctx, nr_hw_queues of them) is a dispatch queue of its
+ *         own: its lock, request pool, scheduler ("none" or "mq-deadline"),
+ *         dispatch and in-flight lists and td-kblockd/td-timer threads. All
+ *         hctxs draw from one tag map, the tag set, and share the drive; a
+ *         completion takes only the lock of its request's hctx. The rules
+ *         below hold per hctx; a flush orders the requests of its hctx (as
+ *         in Linux, it makes durable what completed before it was issued),
+ *         and a reset, a timeout, a depth or scheduler change or a bounded
+ *         drain acts on the whole tag set at once (see queue_mq.c).
  *
  * In both modes a make_request function set with td_queue_set_make_request()
  * sees each bio first; it may complete it itself (return 0) or change it
@@ -51,6 +64,10 @@
  * LOCK ORDER (the whole program's; other headers refer here):
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
  *     ->  inject lock, trace lock, tag map user lock.
+ * In mq mode "queue lock" is an hctx's lock; a thread holding several takes
+ * them in hctx index order (only resets and aborts do). After an hctx lock
+ * and before the drive lock come a software queue's lock and the mq queue's
+ * write lock (the writes in flight of every hctx), never both at once.
  * The range lock (tagdisk/rangelock.h) is taken and released with none of
  * these held, and a thread holds at most one range at a time.
  * Stats counters and the tag bitmap are lock-free atomics. Nothing replies to
@@ -82,7 +99,11 @@ struct td_rangelock;
 enum td_queue_mode {
 	TD_MODE_RQ,
 	TD_MODE_BIO,
+	TD_MODE_MQ,
 };
+
+/* Most hardware contexts an mq queue may have. */
+#define TD_QUEUE_HW_MAX 256
 
 struct td_queue_params {
 	enum td_queue_mode mode;
@@ -90,7 +111,8 @@ struct td_queue_params {
 	uint32_t logical_block_size; /* 512 or 4096 */
 	uint32_t max_sectors;	     /* largest request, in sectors (default 2048) */
 	uint32_t nr_requests;	     /* request pool size (default 128) */
-	const char *elevator;	     /* "noop", "deadline" (default) */
+	const char *elevator;	     /* "noop", "deadline" (default); mq: "none", "mq-deadline" */
+	unsigned int nr_hw_queues;   /* mq: hardware contexts, 0 (default): one per CPU */
 	struct td_elv_tunables tunables;
 	unsigned int depth;	      /* tags when @tags is NULL (default 32) */
 	struct td_tag_map *tags;      /* share this map (a reference is taken), or NULL */
@@ -204,6 +226,9 @@ unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list 
 /*
  * Switch the elevator: drain the old one to the dispatch list, then install
  * @name; td-kblockd runs the queue afterwards. Call with no tagdisk lock held.
+ * The names of the other mode map to their counterparts (rq: none -> noop,
+ * mq-deadline -> deadline; mq: noop -> none, deadline -> mq-deadline), so a
+ * configuration works in both. In mq mode every hctx switches.
  * Return: 0, -EINVAL for an unknown name (nothing changes), -ENOMEM.
  */
 int td_queue_set_elevator(struct td_queue *q, const char *name) td_nonnull(1, 2);
@@ -268,14 +293,31 @@ struct td_queue_status {
 	uint32_t command_timeout_ms;
 	uint32_t max_retries;
 	bool barrier_pending;	   /* a flush is waiting for, or holding, the queue */
+	unsigned int nr_hw_queues; /* mq: hardware contexts; else 0 */
 	struct td_elv_tunables tunables;
 };
+
+/* One hardware context of an mq queue. */
+struct td_hctx_status {
+	unsigned int queued;	/* requests in its scheduler and on its dispatch list */
+	unsigned int in_flight; /* requests it has at the drive */
+	uint64_t dispatched;	/* requests it sent to the drive since creation */
+	uint64_t ctx_queued;	/* bios its software queues took since creation */
+};
+
+/*
+ * Snapshot hardware context @index of @q (mq mode).
+ * Return: 0, or -EINVAL when @q is not in mq mode or @index is out of range.
+ */
+int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_hctx_status *st)
+	td_nonnull(1, 3);
 
 /* Take a consistent snapshot of @q's state. */
 void td_queue_get_status(struct td_queue *q, struct td_queue_status *st) td_nonnull(1, 2);
 
 struct td_tag_info {
 	int tag;
+	int hctx; /* mq: the hardware context that dispatched it; else -1 */
 	enum td_op op;
 	uint64_t sector;
 	uint32_t nr_sectors;

@@ -12,6 +12,13 @@
  * CPUs do not bounce one line; a snapshot sums the shards. The in-flight
  * integral is kept under a small spinlock of its own.
  *
+ * Per-CPU stats (td_stats_create_percpu(), for mq queues) take no lock at
+ * all, like Linux's part_stat since 5.x: each CPU adds to the shard of its
+ * CPU, the in-flight count included; time_in_queue is the sum of the
+ * completed requests' latencies; and io_ticks is approximated with a stamp
+ * that moves at most once per TD_STATS_TICK_NS (Linux: once per jiffy),
+ * adding the time since the last stamp when the disk was busy then.
+ *
  * The histogram is log-linear: TD_STATS_SUB buckets per power of two of
  * nanoseconds, so a percentile is exact to within 1/TD_STATS_SUB of its value.
  */
@@ -27,6 +34,8 @@
 #define TD_STATS_SUB_BITS 3
 #define TD_STATS_SUB	 (1U << TD_STATS_SUB_BITS)
 #define TD_STATS_BUCKETS (64U * TD_STATS_SUB)
+/* Per-CPU stats: the io_ticks stamp's granularity (1 ms, a jiffy at HZ=1000). */
+#define TD_STATS_TICK_NS 1000000ULL
 
 enum td_stats_counter {
 	TD_STAT_DEFERRED, /* prep said DEFER */
@@ -56,6 +65,8 @@ struct td_stats_snapshot {
 
 /* Return: zeroed stats, or NULL (errno set). */
 struct td_stats *td_stats_create(void) td_warn_unused;
+/* Return: zeroed per-CPU stats with approximated busy time (see above), or NULL (errno set). */
+struct td_stats *td_stats_create_percpu(void) td_warn_unused;
 void td_stats_destroy(struct td_stats *st) td_nonnull(1);
 
 /* A request (or bio in bio mode) entered the block layer at @now_ns. */

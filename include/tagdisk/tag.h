@@ -55,6 +55,12 @@ typedef void (*td_tag_kick_fn)(void *user);
 
 /* Return: a new map of @depth tags (1..TD_TAG_DEPTH_MAX) with no users, or NULL (errno set). */
 struct td_tag_map *td_tag_map_create(unsigned int depth) td_warn_unused;
+/*
+ * Like td_tag_map_create(), with the bitmap spread over more cache lines for
+ * many concurrent users (an mq tag set): fewer tags per word, chosen from
+ * @depth as Linux's sbitmap does (see tag.c). Tags are still [0, depth).
+ */
+struct td_tag_map *td_tag_map_create_spread(unsigned int depth) td_warn_unused;
 /* Free a map that has no users (one never attached); a map with users is freed by detach. */
 void td_tag_map_destroy(struct td_tag_map *map) td_nonnull(1);
 

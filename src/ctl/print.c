@@ -200,6 +200,22 @@ void td_ctl_print_status(struct json_object *r)
 	snprintf(line, sizeof(line), "%s/%s", td_ctl_get_num(r, "/requests_used", a, sizeof(a)),
 		 td_ctl_get_num(r, "/nr_requests", b, sizeof(b)));
 	kv_add(t, "requests", line);
+	/* mode mq: one line per hardware context */
+	struct json_object *hw = td_jsonc_get(r, "/hctx");
+
+	for (size_t i = 0; i < arr_len(hw); i++) {
+		struct json_object *h = arr_get(hw, i);
+		char d[TD_CTL_FMT_LEN], name[32];
+
+		snprintf(name, sizeof(name), "hctx %zu", i);
+		snprintf(line, sizeof(line),
+			 "queued %s, in flight %s, dispatched %s, from CPU queues %s",
+			 td_ctl_get_num(h, "/queued", a, sizeof(a)),
+			 td_ctl_get_num(h, "/in_flight", b, sizeof(b)),
+			 td_ctl_get_num(h, "/dispatched", c, sizeof(c)),
+			 td_ctl_get_num(h, "/ctx_queued", d, sizeof(d)));
+		kv_add(t, name, line);
+	}
 	/* workers 0: the thread that runs the queue executes the commands itself */
 	workers = td_ctl_get_u64(r, "/workers");
 	if (workers == 0)

@@ -164,9 +164,9 @@ static int number_arg(struct td_admin_reply *out, const char *what, const char *
 	return r ? -EINVAL : 0;
 }
 
-bool td_admin_rq_mode(struct td_admin *a)
+bool td_admin_queued_mode(struct td_admin *a)
 {
-	return td_queue_mode(a->p.q) == TD_MODE_RQ;
+	return td_queue_mode(a->p.q) != TD_MODE_BIO;
 }
 
 /* ---- commands --------------------------------------------------------------------------- */
@@ -191,7 +191,7 @@ static void cmd_reset(struct td_admin *a, const struct td_admin_request *req,
 		      struct td_admin_reply *out)
 {
 	(void)req;
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "reset: mode = bio has no queue or tags to reset");
 		return;
 	}
@@ -200,13 +200,15 @@ static void cmd_reset(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_u64(out, td_admin_ok(out), "requeued", n);
 }
 
-static void elevator_names(struct td_admin_reply *out, struct json_object *parent)
+/* The schedulers of @mode's queues (mq: none, mq-deadline; else noop, deadline). */
+static void elevator_names(struct td_admin_reply *out, struct json_object *parent,
+			   enum td_queue_mode mode)
 {
 	struct json_object *arr;
 	char names[256];
 	char *save = NULL;
 
-	td_elv_names(names, sizeof(names));
+	td_elv_names_for(names, sizeof(names), mode == TD_MODE_MQ);
 	arr = td_admin_put_array(out, parent, "available");
 	for (char *p = strtok_r(names, ", ", &save); p; p = strtok_r(NULL, ", ", &save))
 		td_admin_append_str(out, arr, p);
@@ -222,18 +224,18 @@ static void cmd_elevator(struct td_admin *a, const struct td_admin_request *req,
 	if (req->argc == 0) {
 		o = td_admin_ok(out);
 		td_admin_put_str(out, o, "elevator", qs.elevator);
-		elevator_names(out, o);
+		elevator_names(out, o, qs.mode);
 		return;
 	}
 	const char *name = req->argv[0];
 	char names[256];
 
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "elevator: mode = bio has no elevator");
 		return;
 	}
 	if (!td_elv_find(name)) {
-		td_elv_names(names, sizeof(names));
+		td_elv_names_for(names, sizeof(names), qs.mode == TD_MODE_MQ);
 		td_admin_error(out, "elevator: unknown elevator \"%.64s\" (available: %s)", name,
 			       names);
 		return;
@@ -248,8 +250,12 @@ static void cmd_elevator(struct td_admin *a, const struct td_admin_request *req,
 		td_admin_error(out, "elevator: cannot switch to \"%s\": %s", name, strerror(-r));
 		return;
 	}
+	/* The name in effect: each mode takes the other's names for their counterparts. */
+	struct td_queue_status now;
+
+	td_queue_get_status(a->p.q, &now);
 	o = td_admin_ok(out);
-	td_admin_put_str(out, o, "elevator", name);
+	td_admin_put_str(out, o, "elevator", now.elevator);
 	td_admin_put_str(out, o, "previous", qs.elevator);
 }
 
@@ -262,11 +268,11 @@ static void cmd_depth(struct td_admin *a, const struct td_admin_request *req,
 
 	if (req->argc == 0) {
 		o = td_admin_ok(out);
-		td_admin_put_u64(out, o, "depth", td_admin_rq_mode(a) ? cur : 0);
+		td_admin_put_u64(out, o, "depth", td_admin_queued_mode(a) ? cur : 0);
 		td_admin_put_u64(out, o, "max", TD_TAG_DEPTH_MAX);
 		return;
 	}
-	if (!td_admin_rq_mode(a)) {
+	if (!td_admin_queued_mode(a)) {
 		td_admin_error(out, "depth: mode = bio has no tags");
 		return;
 	}
@@ -380,8 +386,8 @@ static void cmd_inject(struct td_admin *a, const struct td_admin_request *req,
 		const char *val[1];
 		uint64_t times = 1;
 
-		if (!td_admin_rq_mode(a)) {
-			td_admin_error(out, "inject hang: needs mode = rq (a hung bio would block "
+		if (!td_admin_queued_mode(a)) {
+			td_admin_error(out, "inject hang: needs mode = rq or mq (a hung bio would block "
 					    "its caller forever)");
 			return;
 		}

@@ -130,8 +130,8 @@ void td_admin_reply_free(struct td_admin_reply *out) td_nonnull(1);
 /* Record a sample of the totals now (called about once a second). */
 void td_admin_sample(struct td_admin *a);
 
-/* Return: whether the queue runs in rq mode (tags, depth and elevators exist). */
-bool td_admin_rq_mode(struct td_admin *a);
+/* Return: whether the queue runs in rq or mq mode (tags, depth and elevators exist). */
+bool td_admin_queued_mode(struct td_admin *a);
 
 /* The reports (admin_report.c), in the shape of every handler. */
 void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,

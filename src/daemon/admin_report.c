@@ -150,15 +150,34 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_bool(out, o, "read_only", c->read_only);
 	td_admin_put_u64(out, o, "logical_block_size", c->logical_block_size);
 	pthread_mutex_unlock(a->p.config_lock);
-	td_admin_put_str(out, o, "mode", qs.mode == TD_MODE_RQ ? "rq" : "bio");
+	td_admin_put_str(out, o, "mode",
+			 qs.mode == TD_MODE_RQ ? "rq" : qs.mode == TD_MODE_MQ ? "mq" : "bio");
 	td_admin_put_str(out, o, "elevator", qs.elevator);
-	td_admin_put_u64(out, o, "depth", qs.mode == TD_MODE_RQ ? qs.depth : 0);
+	td_admin_put_u64(out, o, "depth", qs.mode != TD_MODE_BIO ? qs.depth : 0);
 	td_admin_put_u64(out, o, "tags_in_use", qs.tags_in_use);
-	td_admin_put_u64(out, o, "in_flight", qs.mode == TD_MODE_RQ ? qs.in_flight : s->in_flight);
+	td_admin_put_u64(out, o, "in_flight", qs.mode != TD_MODE_BIO ? qs.in_flight : s->in_flight);
 	td_admin_put_u64(out, o, "queued", qs.queued);
 	td_admin_put_u64(out, o, "requests_used", qs.requests_used);
 	td_admin_put_u64(out, o, "nr_requests", qs.nr_requests);
 	td_admin_put_u64(out, o, "max_sectors", qs.max_sectors);
+	if (qs.mode == TD_MODE_MQ) {
+		td_admin_put_u64(out, o, "nr_hw_queues", qs.nr_hw_queues);
+		struct json_object *hw = td_admin_put_array(out, o, "hctx");
+
+		for (unsigned int i = 0; i < qs.nr_hw_queues; i++) {
+			struct td_hctx_status hs;
+
+			if (td_queue_get_hctx_status(a->p.q, i, &hs))
+				break;
+			struct json_object *h = td_admin_append_object(out, hw);
+
+			td_admin_put_u64(out, h, "hctx", i);
+			td_admin_put_u64(out, h, "queued", hs.queued);
+			td_admin_put_u64(out, h, "in_flight", hs.in_flight);
+			td_admin_put_u64(out, h, "dispatched", hs.dispatched);
+			td_admin_put_u64(out, h, "ctx_queued", hs.ctx_queued);
+		}
+	}
 	td_admin_put_u64(out, o, "workers", ds.workers);
 	td_admin_put_str(out, o, "model", td_drive_model_name(ds.model));
 	td_admin_put_str(out, o, "write_cache", td_write_cache_name(ds.write_cache));
@@ -336,7 +355,7 @@ void td_admin_cmd_tags(struct td_admin *a, const struct td_admin_request *req,
 	}
 	n = td_queue_get_tags(a->p.q, tags, max);
 	o = td_admin_ok(out);
-	td_admin_put_u64(out, o, "depth", td_admin_rq_mode(a) ? depth : 0);
+	td_admin_put_u64(out, o, "depth", td_admin_queued_mode(a) ? depth : 0);
 	td_admin_put_u64(out, o, "in_use", n);
 	arr = td_admin_put_array(out, o, "tags");
 	for (unsigned int i = 0; i < TD_MIN(n, max); i++) {
@@ -345,6 +364,8 @@ void td_admin_cmd_tags(struct td_admin *a, const struct td_admin_request *req,
 
 		td_cdb_format(tags[i].cmd, tags[i].cmd_len, cdb, sizeof(cdb));
 		td_admin_put_i64(out, t, "tag", tags[i].tag);
+		if (tags[i].hctx >= 0)
+			td_admin_put_i64(out, t, "hctx", tags[i].hctx);
 		td_admin_put_str(out, t, "op", td_op_name(tags[i].op));
 		td_admin_put_u64(out, t, "sector", tags[i].sector);
 		td_admin_put_u64(out, t, "sectors", tags[i].nr_sectors);

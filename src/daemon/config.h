@@ -75,7 +75,7 @@
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
 /* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
-#define TD_CONFIG_NR_KEYS 36
+#define TD_CONFIG_NR_KEYS 37
 
 /*
  * Where the value of one key came from, for messages only: the command-line
@@ -105,6 +105,7 @@ struct td_config {
 	/* [queue] */
 	enum td_queue_mode mode;
 	char elevator[TD_CONFIG_ELEVATOR_LEN]; /* a registered elevator's name */
+	uint32_t nr_hw_queues;		       /* mq: hardware contexts, 0: one per CPU */
 	uint32_t nr_requests;
 	uint32_t max_sectors;		 /* 512-byte sectors */
 	struct td_elv_tunables tunables; /* read/write_expire_ms, fifo_batch, writes_starved */

@@ -221,7 +221,7 @@ static void print_usage(FILE *f)
 	snprintf(depth, sizeof(depth), "tags at the drive, 1..%d (32)", TD_TAG_DEPTH_MAX);
 	fprintf(f,
 		"Usage: tagdiskd [-c FILE] [-f] [--pid-file PATH] [--image PATH] [--size SIZE] [--mount DIR]\n"
-		"                [--name NAME] [--socket PATH] [--mode rq|bio]\n"
+		"                [--name NAME] [--socket PATH] [--mode rq|bio|mq]\n"
 		"                [--transport auto|uring|classic] [--elevator NAME]\n"
 		"                [--depth N] [--workers N] [--read-only] [-o FUSE_OPTION]...\n"
 		"Serve a disk image as a file through FUSE, behind a queued block layer.\n"
@@ -235,7 +235,7 @@ static void print_usage(FILE *f)
 		"  --mount DIR        where the disk file appears        [disk] mountpoint\n"
 		"  --name NAME        the disk file's name (disk)        [disk] name\n"
 		"  --socket PATH      the admin socket                   [admin] socket\n"
-		"  --mode rq|bio      queued or direct (rq)              [queue] mode\n"
+		"  --mode rq|bio|mq   queued, direct or multi-queue (rq) [queue] mode\n"
 		"  --transport T      FUSE transport: auto|uring|classic [disk] transport\n"
 		"                     (auto: uring when the kernel has it)\n"
 		"  --elevator NAME    %-33s  [queue] elevator\n"

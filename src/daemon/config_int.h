@@ -35,6 +35,7 @@ enum td_cfg_key {
 	KEY_DISK_TRANSPORT,
 	KEY_QUEUE_MODE,
 	KEY_QUEUE_ELEVATOR,
+	KEY_QUEUE_NR_HW_QUEUES,
 	KEY_QUEUE_NR_REQUESTS,
 	KEY_QUEUE_MAX_SECTORS,
 	KEY_QUEUE_READ_EXPIRE_MS,
@@ -100,7 +101,7 @@ extern const char *const td_cfg_sections[];
 extern const size_t td_cfg_nr_sections;
 
 /* Names of the choices, indexed by their enum. */
-extern const char *const td_cfg_queue_mode_names[2];
+extern const char *const td_cfg_queue_mode_names[3];
 extern const char *const td_cfg_model_names[3];
 extern const char *const td_cfg_write_cache_names[3];
 extern const char *const td_cfg_transport_names[3];

@@ -54,9 +54,14 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 	K("disk", "transport", "choice", "auto", false,
 	  "FUSE transport: uring (FUSE over io_uring), classic (/dev/fuse) or auto"),
     [KEY_QUEUE_MODE] = K("queue", "mode", "choice", "rq", false,
-			 "rq: elevator, prep and tags; bio: straight to the drive"),
+			 "rq: elevator, prep and tags; bio: straight to the drive; "
+			 "mq: per-CPU software queues and hardware contexts sharing the tags"),
     [KEY_QUEUE_ELEVATOR] = K("queue", "elevator", "string", "deadline", true,
-			     "I/O scheduler: a registered elevator (noop, deadline)"),
+			     "I/O scheduler: a registered elevator (noop, deadline; mq: none, "
+			     "mq-deadline; each mode maps the other's names)"),
+    [KEY_QUEUE_NR_HW_QUEUES] =
+	K("queue", "nr_hw_queues", "number", "0", false,
+	  "mq: hardware dispatch contexts, 1..256; 0 = one per CPU"),
     [KEY_QUEUE_NR_REQUESTS] =
 	K("queue", "nr_requests", "number", "128", false,
 	  "requests in the pool; submitters wait when all are used: 4..65536"),
@@ -137,6 +142,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_DISK_TRANSPORT] = R(KIND_TRANSPORT, 0, 0, transport),
     [KEY_QUEUE_MODE] = R(KIND_QUEUE_MODE, 0, 0, mode),
     [KEY_QUEUE_ELEVATOR] = R(KIND_ELEVATOR, 0, 0, elevator),
+    [KEY_QUEUE_NR_HW_QUEUES] = R(KIND_U32, 0, TD_QUEUE_HW_MAX, nr_hw_queues),
     [KEY_QUEUE_NR_REQUESTS] = R(KIND_U32, 4, 65536, nr_requests),
     [KEY_QUEUE_MAX_SECTORS] = R(KIND_U32, 8, 65536, max_sectors),
     [KEY_QUEUE_READ_EXPIRE_MS] = R(KIND_U32, 1, 3600000, tunables.read_expire_ms),
@@ -170,7 +176,8 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
 const char *const td_cfg_sections[] = {"disk", "queue", "tags", "drive", "admin"};
 const size_t td_cfg_nr_sections = TD_ARRAY_SIZE(td_cfg_sections);
 
-const char *const td_cfg_queue_mode_names[2] = {[TD_MODE_RQ] = "rq", [TD_MODE_BIO] = "bio"};
+const char *const td_cfg_queue_mode_names[3] = {
+    [TD_MODE_RQ] = "rq", [TD_MODE_BIO] = "bio", [TD_MODE_MQ] = "mq"};
 const char *const td_cfg_model_names[3] = {
     [TD_MODEL_NONE] = "none", [TD_MODEL_HDD] = "hdd", [TD_MODEL_SSD] = "ssd"};
 const char *const td_cfg_transport_names[3] = {
@@ -267,6 +274,7 @@ void td_config_init(struct td_config *c)
 	    .transport = TD_TRANSPORT_AUTO,
 	    .mode = TD_MODE_RQ,
 	    .elevator = "deadline",
+	    .nr_hw_queues = 0,
 	    .nr_requests = 128,
 	    .max_sectors = 2048,
 	    .tunables = {.read_expire_ms = 500,

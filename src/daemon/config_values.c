@@ -301,7 +301,7 @@ static int store_value(struct td_config *c, enum td_cfg_key id, const char *valu
 		idx = find_name(td_cfg_queue_mode_names, TD_ARRAY_SIZE(td_cfg_queue_mode_names),
 				value);
 		if (idx < 0)
-			return td_cfg_bad_value(id, w, value, err, errlen, "must be rq or bio");
+			return td_cfg_bad_value(id, w, value, err, errlen, "must be rq, bio or mq");
 		c->mode = (enum td_queue_mode)idx;
 		return 0;
 	case KIND_TRANSPORT:

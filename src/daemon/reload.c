@@ -155,7 +155,7 @@ static void apply_elevator(struct td_reload *r, const struct td_config *next,
 	struct td_config *cur = r->running;
 	int ret;
 
-	if (cur->mode != TD_MODE_RQ) {
+	if (cur->mode == TD_MODE_BIO) {
 		list_add(&res->unused, "queue", "elevator");
 		memcpy(r->loaded.elevator, next->elevator, sizeof(r->loaded.elevator));
 		return;
@@ -183,7 +183,7 @@ static void apply_depth(struct td_reload *r, const struct td_config *next,
 	int ret;
 
 	/* bio mode has neither elevator nor tags: nothing to resize. */
-	if (cur->mode != TD_MODE_RQ) {
+	if (cur->mode == TD_MODE_BIO) {
 		list_add(&res->unused, "tags", "depth");
 		r->loaded.depth = next->depth;
 		return;

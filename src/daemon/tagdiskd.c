@@ -238,6 +238,7 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 	qp.max_sectors = c->max_sectors;
 	qp.nr_requests = c->nr_requests;
 	qp.elevator = c->elevator;
+	qp.nr_hw_queues = c->nr_hw_queues;
 	qp.tunables = c->tunables;
 	qp.depth = c->depth;
 	qp.command_timeout_ms = c->command_timeout_ms;
@@ -283,7 +284,7 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 	}
 	fp.fuse_opts = opts;
 	fp.nr_fuse_opts = n;
-	if (c->mode == TD_MODE_RQ && (c->workers || c->model != TD_MODEL_NONE)) {
+	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE)) {
 		/* Handlers return at once; threads only wait for back-pressure or RMW. */
 		fp.max_threads = 16;
 		fp.max_background = TD_MAX(c->nr_requests, c->depth);
@@ -668,16 +669,19 @@ int main(int argc, char **argv)
 
 	td_format_size(d.img.size, size_text, sizeof(size_text));
 	/* The admin socket is up: a client may already be switching the elevator or depth. */
+	struct td_queue_status qs;
+	const char *mode_name = d.cfg.mode == TD_MODE_RQ ? "rq" : d.cfg.mode == TD_MODE_MQ ? "mq" : "bio";
+
 	pthread_mutex_lock(&d.cfg_lock);
+	td_queue_get_status(d.q, &qs);
 	td_notice("serving \"%s\" (%s) at %s/%s: mode %s, elevator %s, depth %u, workers %u, "
 		  "admin socket %s",
 		  d.cfg.image, size_text, d.cfg.mountpoint, d.cfg.name,
-		  d.cfg.mode == TD_MODE_RQ ? "rq" : "bio",
-		  d.cfg.mode == TD_MODE_RQ ? d.cfg.elevator : "none", d.cfg.depth, d.cfg.workers,
+		  mode_name, qs.elevator, d.cfg.depth, d.cfg.workers,
 		  d.cfg.socket);
 	td_notifyf("READY=1\nSTATUS=serving %s at %s/%s (%s, %s, depth %u)", d.cfg.image,
-		   d.cfg.mountpoint, d.cfg.name, d.cfg.mode == TD_MODE_RQ ? "rq" : "bio",
-		   d.cfg.mode == TD_MODE_RQ ? d.cfg.elevator : "no elevator", d.cfg.depth);
+		   d.cfg.mountpoint, d.cfg.name, mode_name,
+		   d.cfg.mode == TD_MODE_BIO ? "no elevator" : qs.elevator, d.cfg.depth);
 	pthread_mutex_unlock(&d.cfg_lock);
 
 	ret = td_frontend_run(d.fe);

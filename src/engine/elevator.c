@@ -25,7 +25,9 @@
 
 static const struct td_elevator_type *const registry[] = {
 	&td_elv_deadline,
+	&td_elv_mq_deadline,
 	&td_elv_noop,
+	&td_elv_none,
 };
 
 struct td_elevator {
@@ -47,19 +49,34 @@ const struct td_elevator_type *td_elv_find(const char *name)
 	return NULL;
 }
 
-size_t td_elv_names(char *buf, size_t size)
+/* List the registered names, of every type (@all) or of those whose ->mq is @mq. */
+static size_t list_names(char *buf, size_t size, bool all, bool mq)
 {
 	size_t n = 0;
+	bool first = true;
 
 	if (size)
 		buf[0] = '\0';
 	for (size_t i = 0; i < TD_ARRAY_SIZE(registry); i++) {
+		if (!all && registry[i]->mq != mq)
+			continue;
 		int r = snprintf(buf ? buf + TD_MIN(n, size) : NULL, n < size ? size - n : 0,
-				 "%s%s", i ? ", " : "", registry[i]->name);
+				 "%s%s", first ? "" : ", ", registry[i]->name);
 
+		first = false;
 		n += r > 0 ? (size_t)r : 0;
 	}
 	return n;
+}
+
+size_t td_elv_names(char *buf, size_t size)
+{
+	return list_names(buf, size, true, false);
+}
+
+size_t td_elv_names_for(char *buf, size_t size, bool mq)
+{
+	return list_names(buf, size, false, mq);
 }
 
 struct td_elevator *td_elv_create(const struct td_elevator_type *type,

@@ -245,3 +245,24 @@ const struct td_elevator_type td_elv_deadline = {
 	.dispatch = deadline_dispatch,
 	.has_work = deadline_has_work,
 };
+
+/*
+ * mq-deadline: the scheduler of an mq queue's hardware contexts. Each hctx
+ * has an instance of its own, so the sorted lists, the read/write FIFOs with
+ * their expiry, fifo_batch and writes_starved work per hctx, as in Linux's
+ * block/mq-deadline.c; the policy is the one above.
+ */
+const struct td_elevator_type td_elv_mq_deadline = {
+	.name = "mq-deadline",
+	.mq = true,
+	.init = deadline_init,
+	.exit = deadline_exit,
+	.front_merges = true,
+	.merged = deadline_merged,
+	.merged_requests = deadline_merged_requests,
+	.former_request = deadline_former_request,
+	.latter_request = deadline_latter_request,
+	.add_request = deadline_add_request,
+	.dispatch = deadline_dispatch,
+	.has_work = deadline_has_work,
+};

@@ -68,3 +68,14 @@ const struct td_elevator_type td_elv_noop = {
 	.dispatch = noop_dispatch,
 	.has_work = noop_has_work,
 };
+
+/* none: an mq hardware context's FIFO, the noop policy under blk-mq's name. */
+const struct td_elevator_type td_elv_none = {
+	.name = "none",
+	.mq = true,
+	.init = noop_init,
+	.exit = noop_exit,
+	.add_request = noop_add_request,
+	.dispatch = noop_dispatch,
+	.has_work = noop_has_work,
+};

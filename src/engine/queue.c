@@ -13,7 +13,9 @@
  *                 flush, the flush itself, and requeued requests at the head;
  *   q->in_flight  INFLIGHT requests in dispatch order (so the head is the
  *                 oldest command, which the timeout checks);
- *   q->write_tree the INFLIGHT writes, by sector. They never overlap (a write
+ *   q->write_tree the INFLIGHT writes, by sector (in mq mode one tree in the mq
+ *                 queue for all its hctxs, under its write_lock, so the rule
+ *                 holds across CPUs). They never overlap (a write
  *                 overlapping one in flight waits at the head of q->dispatch),
  *                 so the tree holds disjoint intervals and one lookup finds a
  *                 conflict.
@@ -97,6 +99,9 @@ static void bio_list_add_chain(struct td_bio_list *bl, struct td_bio *chain, int
  */
 void td_queue_bio_done(struct td_queue *q)
 {
+	/* An hctx counts nothing: its mq queue holds the drain count. */
+	if (q->parent)
+		q = q->parent;
 	uint64_t n = atomic_load(&q->outstanding);
 
 	while (n > 1 || !atomic_load(&q->drain_waiters)) {
@@ -143,7 +148,7 @@ static struct td_request *write_node_rq(struct td_rb_node *node)
 	return td_rb_entry(node, struct td_request, write_node);
 }
 
-/* Return: true when @rq overlaps a write in flight. */
+/* Return: true when @rq overlaps a write in @q's tree. */
 static bool write_conflict_locked(struct td_queue *q, const struct td_request *rq)
 {
 	uint64_t end = td_rq_end_sector(rq);
@@ -177,6 +182,73 @@ static void write_tree_add_locked(struct td_queue *q, struct td_request *rq)
 	rq->flags |= TD_RQ_WRITE_TREE;
 }
 
+/*
+ * Put the write @rq in the tree of writes in flight unless it overlaps one
+ * there. An hctx uses its mq queue's tree, under the write lock, and when it
+ * must wait, marks itself blocked so that the end of the write it waits for
+ * runs it again. Return: true when @rq went in.
+ */
+static bool write_reserve_locked(struct td_queue *q, struct td_request *rq)
+{
+	struct td_queue *mq = q->parent;
+	bool ok;
+
+	if (!mq) {
+		if (write_conflict_locked(q, rq))
+			return false;
+		write_tree_add_locked(q, rq);
+		return true;
+	}
+	td_mutex_lock(&mq->write_lock);
+	ok = !write_conflict_locked(mq, rq);
+	if (ok) {
+		write_tree_add_locked(mq, rq);
+	} else if (!atomic_load_explicit(&q->write_blocked, memory_order_relaxed)) {
+		atomic_store_explicit(&q->write_blocked, true, memory_order_relaxed);
+		mq->nr_write_blocked++;
+	}
+	td_mutex_unlock(&mq->write_lock);
+	return ok;
+}
+
+/* Take @rq out of the tree of writes in flight (see write_reserve_locked()). */
+static void write_release_locked(struct td_queue *q, struct td_request *rq)
+{
+	struct td_queue *mq = q->parent;
+
+	rq->flags &= ~TD_RQ_WRITE_TREE;
+	if (!mq) {
+		td_rb_erase(&q->write_tree, &rq->write_node);
+		return;
+	}
+	td_mutex_lock(&mq->write_lock);
+	td_rb_erase(&mq->write_tree, &rq->write_node);
+	if (mq->nr_write_blocked)
+		q->kick_writers = true;
+	td_mutex_unlock(&mq->write_lock);
+}
+
+/* An hctx ended a write: run the hctxs that stopped at an overlapping one. No lock held. */
+static void run_write_blocked(struct td_queue *mq)
+{
+	for (unsigned int i = 0; i < mq->nr_hw; i++) {
+		struct td_queue *h = mq->hctxs[i];
+
+		if (!atomic_load_explicit(&h->write_blocked, memory_order_relaxed))
+			continue;
+		td_mutex_lock(&mq->write_lock);
+		bool was = atomic_load_explicit(&h->write_blocked, memory_order_relaxed);
+
+		if (was) {
+			atomic_store_explicit(&h->write_blocked, false, memory_order_relaxed);
+			mq->nr_write_blocked--;
+		}
+		td_mutex_unlock(&mq->write_lock);
+		if (was)
+			td_queue_run(h);
+	}
+}
+
 /* ---- request lifecycle ---------------------------------------------------------------- */
 
 bool td_queue_detach_inflight_locked(struct td_queue *q, struct td_request *rq)
@@ -189,10 +261,8 @@ bool td_queue_detach_inflight_locked(struct td_queue *q, struct td_request *rq)
 	rq->tag = TD_TAG_NONE;
 	td_list_del(&rq->queuelist);
 	q->nr_in_flight--;
-	if (rq->flags & TD_RQ_WRITE_TREE) {
-		td_rb_erase(&q->write_tree, &rq->write_node);
-		rq->flags &= ~TD_RQ_WRITE_TREE;
-	}
+	if (rq->flags & TD_RQ_WRITE_TREE)
+		write_release_locked(q, rq);
 	if (rq->op == TD_OP_FLUSH)
 		q->barrier_inflight = false;
 	td_elv_completed(q->elv, rq);
@@ -242,9 +312,13 @@ void td_queue_complete(void *ctx, struct td_list *done)
 		td_queue_end_request_locked(q, rq, tag, rq->error, &ends, now);
 	}
 	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
+	bool writers = q->kick_writers;
 
+	q->kick_writers = false;
 	td_mutex_unlock(&q->lock);
 
+	if (writers)
+		run_write_blocked(q->parent);
 	if (kick)
 		td_tag_map_kick(q->tags);
 	if (more)
@@ -301,10 +375,13 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 		/* A flush waits until everything before it has completed. */
 		if (rq->op == TD_OP_FLUSH && q->nr_in_flight)
 			break;
-		if (td_op_is_write(rq->op) && write_conflict_locked(q, rq))
+		if (td_op_is_write(rq->op) && !write_reserve_locked(q, rq))
 			break;
 
 		enum td_prep_result res = q->prep(q, rq);
+
+		if (res != TD_PREP_OK && (rq->flags & TD_RQ_WRITE_TREE))
+			write_release_locked(q, rq);
 
 		if (!now)
 			now = td_queue_now(q);
@@ -333,8 +410,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 		rq->dispatch_ns = now;
 		td_list_add_tail(&rq->queuelist, &q->in_flight);
 		q->nr_in_flight++;
-		if (td_op_is_write(rq->op))
-			write_tree_add_locked(q, rq);
+		q->nr_dispatched++;
 		if (rq->op == TD_OP_FLUSH)
 			q->barrier_inflight = true;
 		td_queue_trace_rq(q, TD_TA_DISPATCH, rq, 0, now);
@@ -387,6 +463,11 @@ static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list 
 
 void td_queue_run(struct td_queue *q)
 {
+	if (q->mode == TD_MODE_MQ) {
+		for (unsigned int i = 0; i < q->nr_hw; i++)
+			td_queue_run(q->hctxs[i]);
+		return;
+	}
 	if (q->mode != TD_MODE_RQ)
 		return;
 	/* Completions inside an inline run ask for another pass instead of recursing. */
@@ -414,6 +495,11 @@ void td_queue_kick_locked(struct td_queue *q, bool map)
 
 void td_queue_kick(struct td_queue *q)
 {
+	if (q->mode == TD_MODE_MQ) {
+		for (unsigned int i = 0; i < q->nr_hw; i++)
+			td_queue_kick(q->hctxs[i]);
+		return;
+	}
 	td_mutex_lock(&q->lock);
 	td_queue_kick_locked(q, false);
 	td_mutex_unlock(&q->lock);
@@ -539,6 +625,11 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 		td_queue_bio_make_request(q, bio);
 		return;
 	}
+	if (q->mode == TD_MODE_MQ) {
+		bio->next = NULL;
+		td_queue_mq_submit(q, bio);
+		return;
+	}
 	td_mutex_lock(&q->lock);
 	uint64_t now = td_queue_now(q);
 
@@ -557,22 +648,16 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 	run_and_unlock(q, now, &ends); /* insert and dispatch under one hold of the lock */
 }
 
-void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
+/*
+ * Insert the bios of @list (already counted in the drain count) and run the
+ * queue: the rq path of td_queue_submit_list(), and an hctx's insert.
+ */
+static void insert_list(struct td_queue *q, struct td_bio *list)
 {
 	struct td_bio_list ends = { 0 };
-	struct td_bio *bio = list; /* @list is never NULL; the walk ends at NULL */
+	struct td_bio *bio = list;
 
-	if (q->mode == TD_MODE_BIO || q->make_request) {
-		do {
-			struct td_bio *next = bio->next;
-
-			bio->next = NULL;
-			td_queue_submit(q, bio);
-			bio = next;
-		} while (bio);
-		return;
-	}
-	td_mutex_lock(&q->lock);
+	assert(td_lock_held(&q->lock));
 	uint64_t now = td_queue_now(q);
 	int64_t started = 0; /* requests gained, not yet counted in the stats */
 
@@ -593,7 +678,6 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 			td_queue_run(q);
 			td_mutex_lock(&q->lock);
 		}
-		atomic_fetch_add(&q->outstanding, 1);
 		started += queue_bio_locked(q, bio, now, &ends);
 		bio = next;
 	} while (bio);
@@ -605,6 +689,47 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 		return;
 	}
 	run_and_unlock(q, now, &ends);
+}
+
+void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
+{
+	struct td_bio *bio = list; /* @list is never NULL; the walk ends at NULL */
+
+	if (q->mode == TD_MODE_BIO || q->make_request) {
+		do {
+			struct td_bio *next = bio->next;
+
+			bio->next = NULL;
+			td_queue_submit(q, bio);
+			bio = next;
+		} while (bio);
+		return;
+	}
+	uint64_t n = 0;
+
+	for (bio = list; bio; bio = bio->next)
+		n++;
+	atomic_fetch_add(&q->outstanding, n);
+	if (q->mode == TD_MODE_MQ) {
+		td_queue_mq_submit(q, list);
+		return;
+	}
+	td_mutex_lock(&q->lock);
+	insert_list(q, list);
+}
+
+void td_queue_insert_ctxs(struct td_queue *hctx)
+{
+	td_mutex_lock(&hctx->lock);
+	/* Taken under the hctx lock, so bios are inserted in the order they were queued. */
+	struct td_bio *list = td_queue_mq_collect_locked(hctx);
+
+	if (!list) {
+		/* Whoever took ours inserts and runs them. */
+		td_mutex_unlock(&hctx->lock);
+		return;
+	}
+	insert_list(hctx, list);
 }
 
 /* ---- drain ---------------------------------------------------------------------------- */
@@ -642,6 +767,14 @@ int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms)
 		return 0;
 	if (q->mode == TD_MODE_RQ)
 		return (int)td_queue_abort(q, timeout_ms);
+	if (q->mode == TD_MODE_MQ) {
+		/*
+		 * New bios fail at once; bios a submitter has just put on a software
+		 * queue are failed by its own insert, which finds the hctx dead.
+		 */
+		atomic_store(&q->dead, true);
+		return (int)td_queue_abort_set(q->hctxs, q->nr_hw, timeout_ms);
+	}
 
 	/* Bio mode: each bio is in its submitter's hands; only new ones can be refused. */
 	td_mutex_lock(&q->lock);

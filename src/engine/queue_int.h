@@ -8,7 +8,10 @@
  *   queue_bio.c    bio mode and stacking make_request functions (windows);
  *   timeout.c      resets, command timeouts (the td-timer thread) and the
  *                  abort that ends a bounded drain;
- *   queue_setup.c  creation and destruction, run-time settings, snapshots.
+ *   queue_setup.c  creation and destruction, run-time settings, snapshots;
+ *   queue_mq.c     mq mode: the per-CPU software queues, the hardware
+ *                  contexts (each a queue of its own, run as rq mode runs
+ *                  one) and what acts on all of them.
  *
  * LOCKING: each field says what guards it; the lock order is in
  * tagdisk/queue.h. Functions named _locked expect q->lock held.
@@ -34,6 +37,7 @@ struct td_drive;
 struct td_tag_map;
 struct td_stats;
 struct td_rangelock;
+struct td_mq_ctx;
 
 struct td_queue {
 	/* Fixed at creation; read without the lock, so kept off the lock's cache line. */
@@ -54,6 +58,20 @@ struct td_queue {
 	uint64_t window_start; /* sectors; window_nr 0: no window */
 	uint64_t window_nr;
 
+	/*
+	 * mq mode (queue_mq.c), fixed at creation. The mq queue (mode MQ) holds
+	 * the software queues and the hctxs; each hctx is a queue in mode RQ
+	 * whose parent is the mq queue, sharing its stats, trace and tag map.
+	 */
+	struct td_queue *parent;     /* an hctx: its mq queue; else NULL */
+	unsigned int hctx_index;     /* an hctx: its index */
+	unsigned int nr_hw;	     /* the mq queue: hardware contexts */
+	struct td_queue **hctxs;     /* the mq queue: [nr_hw] */
+	unsigned int nr_ctx;	     /* the mq queue: software queues, one per possible CPU */
+	struct td_mq_ctx *ctxs;	     /* the mq queue: [nr_ctx] */
+	struct td_mq_ctx **hctx_ctx; /* an hctx: the software queues mapped to it */
+	unsigned int nr_hctx_ctx;
+
 	_Alignas(64) struct td_mutex lock;
 	struct td_mutex reset_lock; /* serialises resets; taken before lock */
 
@@ -64,9 +82,19 @@ struct td_queue {
 	struct td_rq_pool pool;
 	struct td_list dispatch;
 	struct td_list in_flight;
-	struct td_rb_root write_tree;
+	struct td_rb_root write_tree; /* rq: its writes in flight; an hctx's are its parent's */
+	bool kick_writers; /* an hctx ended a write another hctx may be waiting for */
+	/* An hctx stopped at a write overlapping one in flight; set under the parent's write_lock. */
+	atomic_bool write_blocked;
+	/*
+	 * The mq queue: guards write_tree, the writes in flight of every hctx
+	 * (taken after an hctx lock, before the drive lock), and nr_write_blocked.
+	 */
+	struct td_mutex write_lock;
+	unsigned int nr_write_blocked;
 	uint32_t nr_dispatch;
 	uint32_t nr_in_flight;
+	uint64_t nr_dispatched; /* sent to the drive since creation */
 	uint64_t seq;
 	unsigned int gen;     /* bumped by every reset and by the abort */
 	unsigned int stopped; /* dispatch is stopped while non-zero (reset in progress) */
@@ -182,6 +210,54 @@ void td_queue_complete(void *ctx, struct td_list *done) td_nonnull(1, 2);
 /* The kick thread; started by td_queue_create() in rq mode. */
 void *td_queue_kblockd_main(void *arg) td_nonnull(1);
 
+/*
+ * mq mode: take the bios of @hctx's software queues and insert them into
+ * it, in the order they were queued, then run it (with an inline drive,
+ * executing what it dispatches). Call with no tagdisk lock held.
+ */
+void td_queue_insert_ctxs(struct td_queue *hctx) td_nonnull(1);
+
+/* queue_setup.c */
+
+/*
+ * Create hardware context @index of the mq queue @parent from @p (mode RQ,
+ * its tags the parent's map, its elevator an mq scheduler name). It borrows
+ * the parent's stats and never attaches to the drive. Destroy it with
+ * td_queue_destroy(). Return: the hctx, or NULL with a negative errno in *@err.
+ */
+struct td_queue *td_queue_hctx_create(struct td_queue *parent, const struct td_queue_params *p,
+				      unsigned int index, int *err) td_nonnull(1, 2, 4);
+
+/* queue_mq.c */
+
+/* One software queue: the bios submitted on one CPU, waiting for their hctx. */
+struct td_mq_ctx {
+	struct td_mutex lock;
+	struct td_bio *head; /* lock */
+	struct td_bio *tail; /* lock */
+	uint64_t nr_queued;  /* bios taken since creation; lock */
+	struct td_queue *hctx; /* fixed */
+} td_cacheline_aligned;
+
+/*
+ * Build the software queues and hardware contexts of the mq queue @q from
+ * @p, and attach the drive's completion to @q. Return: 0 or a negative errno
+ * (everything built is undone).
+ */
+int td_queue_mq_init(struct td_queue *q, const struct td_queue_params *p) td_nonnull(1, 2);
+
+/* Destroy what td_queue_mq_init() built; everything is drained. */
+void td_queue_mq_exit(struct td_queue *q) td_nonnull(1);
+
+/* Queue @list (bios chained through ->next, already counted as outstanding) on this CPU. */
+void td_queue_mq_submit(struct td_queue *q, struct td_bio *list) td_nonnull(1, 2);
+
+/*
+ * Take every bio of @hctx's software queues, oldest first per queue.
+ * Called with @hctx's lock held. Return: the chain, or NULL.
+ */
+struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx) td_nonnull(1);
+
 /* queue_bio.c */
 
 /* Bio mode: build the command, execute it in this thread, end @bio. */
@@ -199,11 +275,25 @@ bool td_queue_stacked_make_request(struct td_queue *q, struct td_bio *bio) td_no
 void *td_queue_timer_main(void *arg) td_nonnull(1);
 
 /*
+ * Reset the queues @qs[0..@n) that share @owner's drive and tag map, as one
+ * (steps at the top of timeout.c); @owner's reset lock serialises it. In mq
+ * mode @owner is the mq queue and @qs its hctxs; in rq mode all three are
+ * the queue. @trigger: the queue whose timer saw a command expire (reset
+ * only when it still has), or NULL. Return: the number requeued.
+ */
+unsigned int td_queue_reset_set(struct td_queue *owner, struct td_queue **qs, unsigned int n,
+				struct td_queue *trigger, bool timeout) td_nonnull(1, 2);
+
+/*
  * Fail every request of @q, queued or at the drive, with -EIO, abandoning
  * the commands the drive holds (td_drive_abandon), and leave the queue dead.
  * @waited_ms is for the log line. Call with no lock held.
  * Return: the number of requests failed.
  */
 unsigned int td_queue_abort(struct td_queue *q, uint32_t waited_ms) td_nonnull(1);
+
+/* td_queue_abort() for the queues @qs[0..@n) sharing one drive, with one log line. */
+unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t waited_ms)
+	td_nonnull(1);
 
 #endif /* TAGDISK_QUEUE_INT_H */

@@ -52,6 +52,19 @@
  *   percentile read from the histogram is within v / (2 * TD_STATS_SUB) of
  *   the true sample (1/16 with 8 sub-buckets), and exact below TD_STATS_SUB.
  *
+ * Per-CPU mode (td_stats_create_percpu)
+ *
+ *   The shard is the one of the CPU the caller runs on (sched_getcpu(),
+ *   modulo TD_STATS_SHARDS), and the busy-time record is not used: each
+ *   shard also counts starts minus ends (in_flight, which may go negative in
+ *   one shard when a request ends on another CPU; the sum cannot), the
+ *   snapshot's time_in_queue is the sum of the latencies, and io_ticks works
+ *   as Linux's update_io_ticks(): now is rounded down to a tick; when it is
+ *   past the stamp, the caller that moves the stamp (compare-and-swap) adds
+ *   the time since the old stamp, if a request ended then or any was in
+ *   flight (summed over the shards, once per tick at most). Starts update
+ *   the stamp before they count themselves in flight, as Linux does.
+ *
  * Snapshots sum the shards with relaxed loads while other threads keep
  * adding, so a snapshot is not one instant: each counter is exact as of some
  * moment during the call, and never goes backwards between two snapshots.
@@ -80,6 +93,7 @@ struct td_stats_shard {
 	_Atomic uint64_t ticks_ns[TD_OP_COUNT];
 	_Atomic uint64_t counters[TD_STAT_NR_COUNTERS];
 	_Atomic uint64_t hist[TD_OP_COUNT][TD_STATS_BUCKETS];
+	_Atomic int64_t in_flight; /* per-CPU mode: starts minus ends on this shard */
 } td_cacheline_aligned;
 
 struct td_stats_busy {
@@ -90,9 +104,17 @@ struct td_stats_busy {
 	uint64_t time_in_queue_ns; /* guarded by lock */
 } td_cacheline_aligned;
 
+/* Per-CPU mode's io_ticks: written at most once per tick, so one line does. */
+struct td_stats_ticks {
+	_Atomic uint64_t stamp_ns; /* the last tick accounted */
+	_Atomic uint64_t io_ticks_ns;
+} td_cacheline_aligned;
+
 struct td_stats {
 	struct td_stats_shard shards[TD_STATS_SHARDS];
 	struct td_stats_busy busy;
+	struct td_stats_ticks ticks;
+	bool percpu; /* fixed at creation */
 };
 
 static const char *const counter_names[TD_STAT_NR_COUNTERS] = {
@@ -112,6 +134,12 @@ static _Thread_local unsigned int stats_shard_plus1;
 static struct td_stats_shard *stats_shard(struct td_stats *st)
 {
 	unsigned int i = stats_shard_plus1;
+
+	if (st->percpu) {
+		int cpu = sched_getcpu();
+
+		return &st->shards[cpu < 0 ? 0 : (unsigned int)cpu % TD_STATS_SHARDS];
+	}
 
 	if (td_unlikely(!i)) {
 		i = atomic_fetch_add_explicit(&stats_next_shard, 1, memory_order_relaxed);
@@ -190,6 +218,53 @@ struct td_stats *td_stats_create(void)
 	return st;
 }
 
+struct td_stats *td_stats_create_percpu(void)
+{
+	struct td_stats *st = td_stats_create();
+
+	if (st)
+		st->percpu = true;
+	return st;
+}
+
+/* Per-CPU mode: requests in flight, summed over the shards. */
+static uint64_t percpu_in_flight(struct td_stats *st)
+{
+	int64_t n = 0;
+
+	for (unsigned int s = 0; s < TD_STATS_SHARDS; s++)
+		n += atomic_load_explicit(&st->shards[s].in_flight, memory_order_relaxed);
+	return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Per-CPU mode: Linux's update_io_ticks() (see the top of the file). */
+static void percpu_update_ticks(struct td_stats *st, uint64_t now_ns, bool end)
+{
+	uint64_t now = now_ns - now_ns % TD_STATS_TICK_NS;
+	uint64_t stamp = atomic_load_explicit(&st->ticks.stamp_ns, memory_order_relaxed);
+
+	if (td_likely(now <= stamp))
+		return;
+	/* Relaxed: the stamp only elects who accounts this tick; it publishes nothing. */
+	if (!atomic_compare_exchange_strong_explicit(&st->ticks.stamp_ns, &stamp, now,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	if (end || percpu_in_flight(st))
+		atomic_fetch_add_explicit(&st->ticks.io_ticks_ns, now - stamp, memory_order_relaxed);
+}
+
+static void percpu_start(struct td_stats *st, uint64_t now_ns, uint64_t n)
+{
+	percpu_update_ticks(st, now_ns, false);
+	atomic_fetch_add_explicit(&stats_shard(st)->in_flight, (int64_t)n, memory_order_relaxed);
+}
+
+static void percpu_end(struct td_stats *st, uint64_t now_ns, uint64_t n)
+{
+	percpu_update_ticks(st, now_ns, true);
+	atomic_fetch_sub_explicit(&stats_shard(st)->in_flight, (int64_t)n, memory_order_relaxed);
+}
+
 void td_stats_destroy(struct td_stats *st)
 {
 	free(st);
@@ -199,6 +274,10 @@ void td_stats_io_start_n(struct td_stats *st, uint64_t now_ns, uint64_t n)
 {
 	struct td_stats_busy *b = &st->busy;
 
+	if (st->percpu) {
+		percpu_start(st, now_ns, n);
+		return;
+	}
 	busy_lock(b);
 	busy_advance_locked(b, now_ns);
 	b->in_flight += n;
@@ -212,7 +291,10 @@ void td_stats_io_start(struct td_stats *st, uint64_t now_ns)
 
 void td_stats_io_end_n(struct td_stats *st, uint64_t now_ns, uint64_t n)
 {
-	busy_end(&st->busy, now_ns, n);
+	if (st->percpu)
+		percpu_end(st, now_ns, n);
+	else
+		busy_end(&st->busy, now_ns, n);
 }
 
 void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
@@ -239,12 +321,12 @@ void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
 		stats_inc(&sh->errors[op], 1);
 	stats_inc(&sh->ticks_ns[op], latency_ns);
 	stats_inc(&sh->hist[op][td_stats_bucket(latency_ns)], 1);
-	busy_end(&st->busy, now_ns, 1);
+	td_stats_io_end_n(st, now_ns, 1);
 }
 
 void td_stats_io_cancel(struct td_stats *st, uint64_t now_ns)
 {
-	busy_end(&st->busy, now_ns, 1);
+	td_stats_io_end_n(st, now_ns, 1);
 }
 
 void td_stats_merge(struct td_stats *st, enum td_op op, bool front)
@@ -294,6 +376,19 @@ void td_stats_snapshot(struct td_stats *st, struct td_stats_snapshot *out, uint6
 		for (unsigned int i = 0; i < TD_STATS_BUCKETS; i++)
 			out->ios[op] += out->hist[op][i];
 
+	if (st->percpu) {
+		uint64_t stamp = atomic_load_explicit(&st->ticks.stamp_ns, memory_order_relaxed);
+
+		out->in_flight = percpu_in_flight(st);
+		out->io_ticks_ns =
+			atomic_load_explicit(&st->ticks.io_ticks_ns, memory_order_relaxed);
+		/* The open interval, as the next update would count it. */
+		if (out->in_flight && now_ns > stamp)
+			out->io_ticks_ns += now_ns - now_ns % TD_STATS_TICK_NS - stamp;
+		for (unsigned int op = 0; op < TD_OP_COUNT; op++)
+			out->time_in_queue_ns += out->ticks_ns[op];
+		return;
+	}
 	busy_lock(b);
 	out->in_flight = b->in_flight;
 	out->io_ticks_ns = b->io_ticks_ns;

@@ -19,6 +19,14 @@
  * bit is set, and only the thread that won the bit writes rqs[tag] until it
  * clears the bit again.
  *
+ * Word size: a map from td_tag_map_create() uses all 64 bits of a word. One
+ * from td_tag_map_create_spread() (an mq tag set) uses fewer, chosen from its
+ * depth at creation as sbitmap_calculate_shift() does (the largest power of
+ * two of at most 64 bits such that the depth fills four words, 8 at least),
+ * so that even a small depth spans several cache lines and submitters on
+ * different CPUs rarely touch the same one. Tag t lives in word t >> shift,
+ * bit t & (bits - 1), so tags stay [0, depth); a resize keeps the shift.
+ *
  * Spreading: every thread keeps a hint, the word where its last start
  * succeeded, and scans from there, wrapping, so threads that work at the same
  * time mostly touch different cache lines. A thread's first hint comes from a
@@ -64,11 +72,14 @@
 #include "tagdisk/tag.h"
 
 #define TAG_WORD_BITS 64
-#define TAG_WORDS     (TD_TAG_DEPTH_MAX / TAG_WORD_BITS)
+/* Fewest bits a word of a spread map uses. */
+#define TAG_WORD_BITS_MIN 8
+#define TAG_WORDS	  (TD_TAG_DEPTH_MAX / TAG_WORD_BITS_MIN)
 /* Kick functions called per unlocked round of td_tag_map_kick(). */
 #define TAG_KICK_BATCH 8
 
 _Static_assert(TD_TAG_DEPTH_MAX % TAG_WORD_BITS == 0, "whole words of tags");
+_Static_assert(TAG_WORD_BITS_MIN <= TAG_WORD_BITS, "a word holds at most 64 tags");
 _Static_assert(TD_TAG_DEPTH_MAX <= INT_MAX, "tags are ints");
 
 struct tag_word {
@@ -85,6 +96,8 @@ struct tag_user {
 
 struct td_tag_map {
 	struct tag_word words[TAG_WORDS];
+	/* log2 of the tags per word (6: 64); fixed at creation, read without a lock. */
+	unsigned int shift;
 	/* Read by every start, written only by resize: a line of its own. */
 	_Atomic(unsigned int) depth td_cacheline_aligned;
 	/* Written when a start fails, cleared by an end: kept off the depth line. */
@@ -106,7 +119,8 @@ static _Atomic(unsigned int) tag_hint_seed;
 /* The map whose kick functions this thread is calling, to catch a detach from one. */
 static _Thread_local const struct td_tag_map *tag_kicking;
 
-struct td_tag_map *td_tag_map_create(unsigned int depth)
+/* Create a map whose words hold 1 << @shift tags. */
+static struct td_tag_map *tag_map_create(unsigned int depth, unsigned int shift)
 {
 	struct td_tag_map *map;
 
@@ -118,6 +132,7 @@ struct td_tag_map *td_tag_map_create(unsigned int depth)
 	if (!map)
 		return NULL;
 	memset(map, 0, sizeof(*map));
+	map->shift = shift;
 	for (unsigned int w = 0; w < TAG_WORDS; w++)
 		atomic_init(&map->words[w].bits, 0);
 	for (unsigned int t = 0; t < TD_TAG_DEPTH_MAX; t++)
@@ -130,6 +145,21 @@ struct td_tag_map *td_tag_map_create(unsigned int depth)
 	map->kick_gen = 0;
 	atomic_init(&map->nr_users, 0);
 	return map;
+}
+
+struct td_tag_map *td_tag_map_create(unsigned int depth)
+{
+	return tag_map_create(depth, 6);
+}
+
+struct td_tag_map *td_tag_map_create_spread(unsigned int depth)
+{
+	unsigned int shift = 6;
+
+	/* sbitmap_calculate_shift(): four words' worth of depth at least, 8 bits at least. */
+	while (shift > 3 && (4U << shift) > depth)
+		shift--;
+	return tag_map_create(depth, shift);
 }
 
 static void tag_map_free(struct td_tag_map *map)
@@ -261,10 +291,10 @@ void td_tag_map_kick(struct td_tag_map *map)
 	td_mutex_unlock(&map->users_lock);
 }
 
-/* Bits of word @w that hold tags below @depth. */
-static inline uint64_t tag_word_mask(unsigned int w, unsigned int depth)
+/* Bits of word @w that hold tags below @depth, in a map of 1 << @shift tags per word. */
+static inline uint64_t tag_word_mask(unsigned int w, unsigned int depth, unsigned int shift)
 {
-	unsigned int bits = depth - w * TAG_WORD_BITS;
+	unsigned int bits = TD_MIN(depth - (w << shift), 1U << shift);
 
 	return bits >= TAG_WORD_BITS ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
 }
@@ -276,7 +306,8 @@ static inline uint64_t tag_word_mask(unsigned int w, unsigned int depth)
  */
 static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_order load_order)
 {
-	unsigned int nr_words = TD_DIV_ROUND_UP(depth, TAG_WORD_BITS);
+	unsigned int shift = map->shift;
+	unsigned int nr_words = (depth + (1U << shift) - 1) >> shift;
 	unsigned int first;
 
 	if (td_unlikely(tag_hint == TAG_HINT_NONE))
@@ -286,7 +317,7 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 
 	for (unsigned int i = 0; i < nr_words; i++) {
 		unsigned int w = first + i < nr_words ? first + i : first + i - nr_words;
-		uint64_t valid = tag_word_mask(w, depth);
+		uint64_t valid = tag_word_mask(w, depth, shift);
 		uint64_t old = atomic_load_explicit(&map->words[w].bits, load_order);
 		uint64_t free_bits;
 
@@ -298,7 +329,7 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 						       memory_order_acquire);
 			if (!(old & bit)) {
 				tag_hint = w;
-				return (int)(w * TAG_WORD_BITS) + __builtin_ctzll(bit);
+				return (int)(w << shift) + __builtin_ctzll(bit);
 			}
 		}
 	}
@@ -325,8 +356,8 @@ int td_tag_start(struct td_tag_map *map, void *rq)
 
 bool td_tag_end(struct td_tag_map *map, int tag)
 {
-	unsigned int w = (unsigned int)tag / TAG_WORD_BITS;
-	uint64_t bit = UINT64_C(1) << ((unsigned int)tag % TAG_WORD_BITS);
+	unsigned int w = (unsigned int)tag >> map->shift;
+	uint64_t bit = UINT64_C(1) << ((unsigned int)tag & ((1U << map->shift) - 1));
 	void *rq td_unused;
 	uint64_t old td_unused;
 

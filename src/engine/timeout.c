@@ -16,6 +16,12 @@
  *   4. hand the run to td-kblockd: the thread that asked for the reset never
  *      executes the requeued commands (nor does the timer ever execute any).
  *
+ * In mq mode a reset covers the whole tag set: every hctx of the mq queue is
+ * stopped and bumped in step 1 (their locks taken in index order), the drive
+ * is quiesced once, and step 3 requeues each hctx's commands onto its own
+ * dispatch list (td_queue_reset_set). Each hctx's timer watches its own
+ * oldest command; a timeout there resets the set.
+ *
  * Retries. rq->retries is what max_retries limits, and only a command's own
  * timeout uses one: a timeout charges the oldest command and every other one
  * older than command_timeout_ms when the drive has been quiesced. The other
@@ -83,13 +89,15 @@ unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list 
 	return n;
 }
 
-/* Charge a retry to the commands that timed out (see the top of the file). */
-static void charge_timed_out_locked(struct td_queue *q)
+/*
+ * Charge a retry to the commands that timed out (see the top of the file):
+ * with @oldest, to the oldest command too, expired or not.
+ */
+static void charge_timed_out_locked(struct td_queue *q, bool oldest)
 {
 	uint64_t timeout_ns = (uint64_t)q->command_timeout_ms * TD_NSEC_PER_MSEC;
 	uint64_t now = td_queue_now(q);
 	struct td_list *pos;
-	bool oldest = true;
 
 	assert(td_lock_held(&q->lock));
 	td_list_for_each(pos, &q->in_flight) {
@@ -131,69 +139,111 @@ static bool oldest_expired_locked(struct td_queue *q, struct expired *e)
 	return age > timeout_ns;
 }
 
-/*
- * Reset @q (steps at the top of the file). @timeout: a command timeout, which
- * charges retries. @if_expired: only when the oldest command is (still)
- * expired once the reset lock is ours, for the timer, which looked without it.
- * Return: the number requeued.
- */
-static unsigned int reset_queue(struct td_queue *q, bool timeout, bool if_expired)
+/* Of @qs, the queue whose oldest command was dispatched first; NULL when none has one. */
+static struct td_queue *oldest_queue_locked(struct td_queue **qs, unsigned int n)
+{
+	struct td_queue *best = NULL;
+	uint64_t best_ns = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (td_list_empty(&qs[i]->in_flight))
+			continue;
+		struct td_request *rq =
+			td_list_first_entry(&qs[i]->in_flight, struct td_request, queuelist);
+
+		if (!best || rq->dispatch_ns < best_ns) {
+			best = qs[i];
+			best_ns = rq->dispatch_ns;
+		}
+	}
+	return best;
+}
+
+unsigned int td_queue_reset_set(struct td_queue *owner, struct td_queue **qs, unsigned int n,
+				struct td_queue *trigger, bool timeout)
 {
 	struct td_list failed = TD_LIST_INIT(failed);
 	struct td_bio_list ends = { 0 };
 	struct expired e;
-	unsigned int n;
+	unsigned int requeued = 0;
 
-	td_mutex_lock(&q->reset_lock);
-	td_mutex_lock(&q->lock);
-	if (if_expired && !oldest_expired_locked(q, &e)) {
+	td_mutex_lock(&owner->reset_lock);
+	for (unsigned int i = 0; i < n; i++)
+		td_mutex_lock(&qs[i]->lock);
+	if (trigger && !oldest_expired_locked(trigger, &e)) {
 		/* It completed meanwhile: no timeout after all. */
-		td_mutex_unlock(&q->lock);
-		td_mutex_unlock(&q->reset_lock);
+		for (unsigned int i = n; i-- > 0;)
+			td_mutex_unlock(&qs[i]->lock);
+		td_mutex_unlock(&owner->reset_lock);
 		return 0;
 	}
-	q->stopped++;
-	q->gen++; /* completions from now on belong to the old generation */
-	td_mutex_unlock(&q->lock);
-	if (if_expired)
+	for (unsigned int i = 0; i < n; i++) {
+		qs[i]->stopped++;
+		qs[i]->gen++; /* completions from now on belong to the old generation */
+	}
+	for (unsigned int i = n; i-- > 0;)
+		td_mutex_unlock(&qs[i]->lock);
+	if (trigger)
 		td_warnx("queue: tag %d (%s, sector %llu) timed out after %llu ms", e.tag,
 			 td_op_name(e.op), (unsigned long long)e.sector,
 			 (unsigned long long)e.age_ms);
 
-	td_drive_quiesce(q->drive);
+	td_drive_quiesce(owner->drive);
 
-	td_mutex_lock(&q->lock);
-	if (timeout)
-		charge_timed_out_locked(q);
-	n = td_queue_invalidate_tags_locked(q, &failed);
-	uint64_t now = td_queue_now(q);
+	for (unsigned int i = 0; i < n; i++)
+		td_mutex_lock(&qs[i]->lock);
+	if (timeout) {
+		/* The oldest command is charged whatever its age: the one the timer saw, or the oldest. */
+		struct td_queue *oldest = trigger ? trigger : oldest_queue_locked(qs, n);
 
-	while (!td_list_empty(&failed)) {
-		struct td_request *rq = td_list_first_entry(&failed, struct td_request, queuelist);
-
-		td_list_del(&rq->queuelist);
-		td_queue_end_request_locked(q, rq, TD_TAG_NONE, rq->error, &ends, now);
+		for (unsigned int i = 0; i < n; i++)
+			charge_timed_out_locked(qs[i], qs[i] == oldest);
 	}
-	q->stopped--;
-	td_stats_add(q->stats, TD_STAT_RESETS, 1);
+	for (unsigned int i = 0; i < n; i++) {
+		struct td_queue *q = qs[i];
+
+		requeued += td_queue_invalidate_tags_locked(q, &failed);
+		uint64_t now = td_queue_now(q);
+
+		while (!td_list_empty(&failed)) {
+			struct td_request *rq =
+				td_list_first_entry(&failed, struct td_request, queuelist);
+
+			td_list_del(&rq->queuelist);
+			td_queue_end_request_locked(q, rq, TD_TAG_NONE, rq->error, &ends, now);
+		}
+		q->stopped--;
+		/* Freed tags may let other users of the map go, and the requeued must be run. */
+		td_queue_kick_locked(q, i == 0);
+	}
+	td_stats_add(owner->stats, TD_STAT_RESETS, 1);
 	if (timeout)
-		td_stats_add(q->stats, TD_STAT_TIMEOUTS, 1);
-	/* Freed tags may let other users of the map go, and the requeued must be run. */
-	td_queue_kick_locked(q, true);
-	td_mutex_unlock(&q->lock);
-	td_mutex_unlock(&q->reset_lock);
+		td_stats_add(owner->stats, TD_STAT_TIMEOUTS, 1);
+	for (unsigned int i = n; i-- > 0;)
+		td_mutex_unlock(&qs[i]->lock);
+	td_mutex_unlock(&owner->reset_lock);
 	td_notice("queue: drive reset%s, %u command%s requeued", timeout ? " after a command timeout" : "",
-		  n, n == 1 ? "" : "s");
+		  requeued, requeued == 1 ? "" : "s");
 	/* Last: once the final bio has ended, a drainer may destroy the queue. */
-	td_queue_end_bios(q, &ends);
-	return n;
+	td_queue_end_bios(owner, &ends);
+	return requeued;
+}
+
+/* Reset @q's whole tag set; for the timer, only when @trigger's oldest command still expired. */
+static unsigned int reset_queue(struct td_queue *q, bool timeout, struct td_queue *trigger)
+{
+	if (q->parent)
+		q = q->parent;
+	if (q->mode == TD_MODE_MQ)
+		return td_queue_reset_set(q, q->hctxs, q->nr_hw, trigger, timeout);
+	return td_queue_reset_set(q, &q, 1, trigger, timeout);
 }
 
 unsigned int td_queue_reset(struct td_queue *q, bool timeout)
 {
-	if (q->mode != TD_MODE_RQ)
+	if (q->mode == TD_MODE_BIO)
 		return 0;
-	return reset_queue(q, timeout, false);
+	return reset_queue(q, timeout, NULL);
 }
 
 /* ---- timer ---------------------------------------------------------------------------- */
@@ -225,7 +275,7 @@ void *td_queue_timer_main(void *arg)
 		}
 		if (oldest_expired_locked(q, &e)) {
 			td_mutex_unlock(&q->lock);
-			reset_queue(q, true, true);
+			reset_queue(q, true, q);
 			td_mutex_lock(&q->lock);
 		}
 	}
@@ -253,44 +303,58 @@ static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *e
 	return n;
 }
 
-unsigned int td_queue_abort(struct td_queue *q, uint32_t waited_ms)
+unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t waited_ms)
 {
 	struct td_bio_list ends = { 0 };
-	unsigned int n, abandoned;
-	bool kick = false;
+	unsigned int failed = 0;
+	unsigned int abandoned;
 
 	/* Dead first: nothing is dispatched from now on, and new bios fail at once. */
-	td_mutex_lock(&q->lock);
-	atomic_store(&q->dead, true);
-	q->gen++;
-	n = fail_queued_locked(q, &ends, td_queue_now(q));
-	td_mutex_unlock(&q->lock);
+	for (unsigned int i = 0; i < n; i++) {
+		struct td_queue *q = qs[i];
 
-	abandoned = td_drive_abandon(q->drive);
-
-	td_mutex_lock(&q->lock);
-	uint64_t now = td_queue_now(q);
-
-	while (!td_list_empty(&q->in_flight)) {
-		struct td_request *rq =
-			td_list_first_entry(&q->in_flight, struct td_request, queuelist);
-		int tag = rq->tag;
-
-		/* The drive lets go without unlinking: its lists are gone or no longer looked at. */
-		td_list_init(&rq->drive_list);
-		kick |= td_queue_detach_inflight_locked(q, rq);
-		td_queue_end_request_locked(q, rq, tag, -EIO, &ends, now);
-		n++;
+		td_mutex_lock(&q->lock);
+		atomic_store(&q->dead, true);
+		q->gen++;
+		failed += fail_queued_locked(q, &ends, td_queue_now(q));
+		td_mutex_unlock(&q->lock);
 	}
-	/* A reset that was under way may have requeued some meanwhile. */
-	n += fail_queued_locked(q, &ends, now);
-	if (kick)
-		td_queue_kick_locked(q, true); /* other users of a shared map */
-	td_mutex_unlock(&q->lock);
+
+	abandoned = td_drive_abandon(qs[0]->drive);
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct td_queue *q = qs[i];
+		bool kick = false;
+
+		td_mutex_lock(&q->lock);
+		uint64_t now = td_queue_now(q);
+
+		while (!td_list_empty(&q->in_flight)) {
+			struct td_request *rq =
+				td_list_first_entry(&q->in_flight, struct td_request, queuelist);
+			int tag = rq->tag;
+
+			/* The drive lets go without unlinking: its lists are gone or no longer looked at. */
+			td_list_init(&rq->drive_list);
+			kick |= td_queue_detach_inflight_locked(q, rq);
+			td_queue_end_request_locked(q, rq, tag, -EIO, &ends, now);
+			failed++;
+		}
+		/* A reset that was under way may have requeued some meanwhile. */
+		failed += fail_queued_locked(q, &ends, now);
+		if (kick)
+			td_queue_kick_locked(q, true); /* other users of a shared map */
+		td_mutex_unlock(&q->lock);
+	}
 
 	td_warnx("queue: %u request%s still outstanding after %u ms failed with EIO "
 		 "(%u command%s abandoned by the drive)",
-		 n, n == 1 ? "" : "s", waited_ms, abandoned, abandoned == 1 ? "" : "s");
-	td_queue_end_bios(q, &ends);
-	return n;
+		 failed, failed == 1 ? "" : "s", waited_ms, abandoned, abandoned == 1 ? "" : "s");
+	td_queue_end_bios(qs[0], &ends);
+	return failed;
+}
+
+unsigned int td_queue_abort(struct td_queue *q, uint32_t waited_ms)
+{
+	return td_queue_abort_set(&q, 1, waited_ms);
 }

@@ -162,6 +162,33 @@ assert (d['mode'], d['elevator'], d['depth'], d['tags_in_use']) == ('bio', 'none
 	[ "$(td_admin depth)" = '{"ok":true,"depth":0,"max":4096}' ]
 }
 
+@test "status in mq mode: one hctx entry per hardware context, whose counts add up to the I/O done" {
+	start_tagdiskd --size 32M --mode mq --elevator none
+	dd if=/dev/zero of="$TD_DISK" bs=4k count=16 oflag=direct conv=notrunc status=none
+	dd if="$TD_DISK" of=/dev/null bs=4k count=16 iflag=direct status=none
+	td_admin status >"$TD_DIR/r"
+	td_admin stats >"$TD_DIR/s"
+	check_json "$TD_DIR/r" "
+keys = $STATUS_KEYS
+i = keys.index('max_sectors') + 1
+assert list(d) == keys[:i] + ['nr_hw_queues', 'hctx'] + keys[i:], list(d)
+assert (d['mode'], d['elevator'], d['depth'], d['tags_in_use']) == ('mq', 'none', 32, 0), d
+assert d['nr_hw_queues'] == $(nproc --all) == len(d['hctx']), d
+for i, h in enumerate(d['hctx']):
+    assert list(h) == ['hctx', 'queued', 'in_flight', 'dispatched', 'ctx_queued'], h
+    assert (h['hctx'], h['queued'], h['in_flight']) == (i, 0, 0), h
+s = json.load(open('$TD_DIR/s'))
+assert sum(h['dispatched'] for h in d['hctx']) == s['reads'] + s['writes'] + s['flushes'], (d, s)
+assert sum(h['ctx_queued'] for h in d['hctx']) == \
+    s['reads'] + s['writes'] + s['flushes'] + s['merges']['read'] + s['merges']['write'], (d, s)
+"
+	[ "$(td_admin elevator)" = '{"ok":true,"elevator":"none","available":["mq-deadline","none"]}' ]
+	[ "$(td_admin 'elevator deadline')" = '{"ok":true,"elevator":"mq-deadline","previous":"none"}' ]
+	[ "$(td_admin 'elevator cfq')" = '{"ok":false,"error":"elevator: unknown elevator \"cfq\" (available: mq-deadline, none)"}' ]
+	[ "$(td_status elevator)" = mq-deadline ]
+	still_serving
+}
+
 @test "stats counts a known direct-I/O workload exactly, sysfs_stat included" {
 	start_tagdiskd --size 64M
 	[ "$(td_stats reads)" -eq 0 ]
@@ -235,7 +262,8 @@ assert list(d) == ['ok', 'depth', 'in_use', 'tags'], list(d)
 assert (d['ok'], d['depth'], d['in_use']) == (True, 32, 2), d
 r, w = d['tags']
 for t in (r, w):
-    assert list(t) == ['tag', 'op', 'sector', 'sectors', 'age_us', 'retries', 'pid', 'cdb'], t
+    assert list(t) == ['tag'] + (['hctx'] if '$TD_MODE' == 'mq' else []) + \
+        ['op', 'sector', 'sectors', 'age_us', 'retries', 'pid', 'cdb'], t
 assert 0 <= r['tag'] < 32 and 0 <= w['tag'] < 32 and r['tag'] != w['tag'], d
 assert (r['op'], r['sector'], r['sectors'], r['retries'], r['pid']) == ('read', 2048, 8, 0, $rpid), r
 assert r['cdb'] == '28 00 00 00 08 00 00 00 08 00', r
@@ -259,11 +287,14 @@ assert (d["reads"], d["writes"]) == (1, 1), d
 
 @test "elevator and depth: show, set, and the new values are in status" {
 	start_tagdiskd --size 64M
-	[ "$(td_admin elevator)" = '{"ok":true,"elevator":"deadline","available":["deadline","noop"]}' ]
-	[ "$(td_admin 'elevator noop')" = '{"ok":true,"elevator":"noop","previous":"deadline"}' ]
-	[ "$(td_admin 'elevator noop')" = '{"ok":true,"elevator":"noop","previous":"noop"}' ]
-	[ "$(td_admin elevator)" = '{"ok":true,"elevator":"noop","available":["deadline","noop"]}' ]
-	[ "$(td_status elevator)" = noop ]
+	local d n
+	d=$(td_elv_name deadline)
+	n=$(td_elv_name noop)
+	[ "$(td_admin elevator)" = '{"ok":true,"elevator":"'$d'","available":["'$d'","'$n'"]}' ]
+	[ "$(td_admin 'elevator noop')" = '{"ok":true,"elevator":"'$n'","previous":"'$d'"}' ]
+	[ "$(td_admin 'elevator noop')" = '{"ok":true,"elevator":"'$n'","previous":"'$n'"}' ]
+	[ "$(td_admin elevator)" = '{"ok":true,"elevator":"'$n'","available":["'$d'","'$n'"]}' ]
+	[ "$(td_status elevator)" = "$n" ]
 	[ "$(td_admin depth)" = '{"ok":true,"depth":32,"max":4096}' ]
 	[ "$(td_admin 'depth 7')" = '{"ok":true,"depth":7,"previous":32}' ]
 	[ "$(td_admin 'depth 4096')" = '{"ok":true,"depth":4096,"previous":7}' ]
@@ -271,7 +302,7 @@ assert (d["reads"], d["writes"]) == (1, 1), d
 	[ "$(td_status depth)" -eq 1 ]
 	[ "$(td_admin tags | td_json depth)" -eq 1 ]
 	still_serving
-	[ "$(td_admin 'elevator deadline')" = '{"ok":true,"elevator":"deadline","previous":"noop"}' ]
+	[ "$(td_admin 'elevator deadline')" = '{"ok":true,"elevator":"'$d'","previous":"'$n'"}' ]
 	still_serving
 }
 

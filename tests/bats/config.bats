@@ -72,7 +72,7 @@ bad_config() {
 
 @test "a bad elevator name: exit 2, key and quoted value named" {
 	printf '[queue]\nelevator = cfq\n' >"$TD_INI"
-	bad_config "$TD_INI:2: [queue] elevator = \"cfq\": unknown elevator (known: deadline, noop)" -c "$TD_INI"
+	bad_config "$TD_INI:2: [queue] elevator = \"cfq\": unknown elevator (known: deadline, mq-deadline, noop, none)" -c "$TD_INI"
 }
 
 @test "a bad logical_block_size and a bad boolean: exit 2, key and quoted value named" {
@@ -146,7 +146,7 @@ bad_config() {
 }
 
 @test "a bad command-line choice (--mode xyz): exit 2, one line naming option and value" {
-	bad_config "--mode \"xyz\": must be rq or bio (try 'tagdiskd --help')" --mode xyz
+	bad_config "--mode \"xyz\": must be rq, bio or mq (try 'tagdiskd --help')" --mode xyz
 }
 
 @test "an unknown command-line option: exit 2, one line naming it" {

@@ -57,7 +57,7 @@ seqwrite_1m() { # target
 	start_tagdiskd --size 256M --mode rq --elevator noop
 	randwrite_4k_qd32 "$TD_DISK"
 	seqwrite_1m "$TD_DISK"
-	[ "$(td_status elevator)" = noop ]
+	[ "$(td_status elevator)" = "$(td_elv_name noop)" ]
 	[ "$(td_status errors)" -eq 0 ]
 	stop_tagdiskd
 }
@@ -66,12 +66,13 @@ seqwrite_1m() { # target
 	start_tagdiskd --size 256M --mode rq --elevator deadline
 	randwrite_4k_qd32 "$TD_DISK"
 	seqwrite_1m "$TD_DISK"
-	[ "$(td_status elevator)" = deadline ]
+	[ "$(td_status elevator)" = "$(td_elv_name deadline)" ]
 	[ "$(td_status errors)" -eq 0 ]
 	stop_tagdiskd
 }
 
 @test "fio verify on the disk file, bio mode: 4k randwrite QD32 and 1M sequential" {
+	[ -z "$TD_MODE" ] || skip "bio mode: runs in the pass without TD_MODE"
 	start_tagdiskd --size 256M --mode bio
 	randwrite_4k_qd32 "$TD_DISK"
 	seqwrite_1m "$TD_DISK"
@@ -93,6 +94,7 @@ seqwrite_1m() { # target
 }
 
 @test "fio verify on a direct-I/O loop device, bio mode: 4k randwrite QD32 and 1M sequential" {
+	[ -z "$TD_MODE" ] || skip "bio mode: runs in the pass without TD_MODE"
 	start_tagdiskd --size 256M --mode bio
 	local dev
 	dev=$(td_losetup --direct-io=on)

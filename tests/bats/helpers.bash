@@ -12,6 +12,7 @@
 #   stop_tagdiskd          SIGTERM and wait; fails if the exit status is not 0
 #   td_ctl ARGS            tagdiskctl against this test's socket
 #   td_admin LINE          send one raw line to the socket, print the reply line
+#   td_elv_name NAME       the elevator name status shows for NAME in the mode under test
 
 load /usr/lib/bats/bats-support/load
 load /usr/lib/bats/bats-assert/load
@@ -26,6 +27,11 @@ TD_WRAPPER=${TD_WRAPPER:-}
 # file over FUSE io_uring (tests/run-tests.sh does so for the files both transports must pass),
 # and an empty value passes nothing (the daemon's default, auto).
 TD_TRANSPORT=${TD_TRANSPORT-classic}
+# The queue mode under test: unset or empty, each test's own (rq unless it asks); "mq" makes
+# start_tagdiskd run in mq mode every test that asks for rq or names no mode (tests/run-tests.sh
+# reruns the reset, timeout, requeue, depth, elevator and fio-verify tests so). A test that asks
+# for bio keeps it (and --mode beats a config file's [queue] mode).
+TD_MODE=${TD_MODE-}
 # Seconds to wait for the daemon to come up: generous, for sanitizer and valgrind builds and
 # busy machines; it costs nothing when the daemon is quick.
 TD_START_TIMEOUT=${TD_START_TIMEOUT:-60}
@@ -85,11 +91,39 @@ td_setup_dir() {
 	export TD_DIR TD_IMG TD_MNT TD_DISK TD_SOCK TD_LOG
 }
 
+# td_mode_args ARGS...: ARGS with TD_MODE applied (see TD_MODE above), in the array TD_ARGS.
+td_mode_args() {
+	local a prev= named=0
+	TD_ARGS=()
+	for a in "$@"; do
+		if [ "$prev" = --mode ]; then
+			named=1
+			[ -n "$TD_MODE" ] && [ "$a" = rq ] && a=$TD_MODE
+		fi
+		TD_ARGS+=("$a")
+		prev=$a
+	done
+	if [ -n "$TD_MODE" ] && [ "$named" -eq 0 ]; then
+		TD_ARGS+=(--mode "$TD_MODE")
+	fi
+}
+
+# td_elv_name NAME: what status calls elevator NAME under TD_MODE (mq maps noop to none and
+# deadline to mq-deadline).
+td_elv_name() {
+	case "${TD_MODE:-rq}:$1" in
+	mq:noop) echo none ;;
+	mq:deadline) echo mq-deadline ;;
+	*) echo "$1" ;;
+	esac
+}
+
 # start_tagdiskd [--size SIZE | other options...]: image, mount and socket are this test's.
 start_tagdiskd() {
+	td_mode_args "$@"
 	# shellcheck disable=SC2086
 	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" \
-		${TD_TRANSPORT:+--transport "$TD_TRANSPORT"} "$@" >"$TD_LOG" 2>&1 &
+		${TD_TRANSPORT:+--transport "$TD_TRANSPORT"} "${TD_ARGS[@]}" >"$TD_LOG" 2>&1 &
 	TD_PID=$!
 	local end=$((EPOCHSECONDS + TD_START_TIMEOUT))
 	while [ "$EPOCHSECONDS" -le "$end" ]; do

@@ -84,7 +84,7 @@ resets_done() {
 # resets_under_fio ELEVATOR: the acceptance test with that elevator.
 resets_under_fio() {
 	start_tagdiskd --size 256M --elevator "$1"
-	[ "$(td_status elevator)" = "$1" ]
+	[ "$(td_status elevator)" = "$(td_elv_name "$1")" ]
 	: >"$TD_DIR/resets.log"
 	reset_loop &
 	BG_PIDS=$!
@@ -147,8 +147,11 @@ switches_done() {
 @test "elevator and depth switched every ~100 ms during fio verify runs, 30 times each at least: no error" {
 	start_tagdiskd --size 256M
 	: >"$TD_DIR/switch.log"
+	local e1 e2
+	e1=$(td_elv_name noop)
+	e2=$(td_elv_name deadline)
 	(
-		elevators=(noop deadline)
+		elevators=("$e1" "$e2")
 		depths=(1 4 32 128)
 		i=0
 		while [ ! -e "$TD_DIR/stop" ]; do
@@ -165,7 +168,7 @@ switches_done() {
 	touch "$TD_DIR/stop"
 	wait "$BG_PIDS"
 	BG_PIDS=
-	run grep -vE '^(elevator: (noop|deadline) -> (noop|deadline)|depth: (1|4|32|128) -> (1|4|32|128))$' \
+	run grep -vE "^(elevator: ($e1|$e2) -> ($e1|$e2)|depth: (1|4|32|128) -> (1|4|32|128))\$" \
 		"$TD_DIR/switch.log"
 	[ "$status" -eq 1 ]
 	local n

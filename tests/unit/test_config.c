@@ -267,7 +267,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 36);
+	assert_int_equal(td_config_nr_keys, 37);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -336,6 +336,8 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	    /* numbers: range, overflow included */
 	    {"tags", "depth", "0", "[tags] depth = \"0\": must be between 1 and 4096"},
 	    {"tags", "depth", "4097", "[tags] depth = \"4097\": must be between 1 and 4096"},
+	    {"queue", "nr_hw_queues", "257",
+	     "[queue] nr_hw_queues = \"257\": must be between 0 and 256"},
 	    {"drive", "max_retries", "99999999999999999999999",
 	     "[drive] max_retries = \"99999999999999999999999\": must be between 0 and 100"},
 	    {"queue", "nr_requests", "3",
@@ -413,7 +415,7 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	     "[disk] logical_block_size = \"1024\": must be 512 or 4096"},
 	    {"disk", "logical_block_size", "4K",
 	     "[disk] logical_block_size = \"4K\": not a number"},
-	    {"queue", "mode", "mq", "[queue] mode = \"mq\": must be rq or bio"},
+	    {"queue", "mode", "sq", "[queue] mode = \"sq\": must be rq, bio or mq"},
 	    {"drive", "model", "tape", "[drive] model = \"tape\": must be none, hdd or ssd"},
 	    {"drive", "write_cache", "none",
 	     "[drive] write_cache = \"none\": must be writeback, writethrough or volatile"},
@@ -483,6 +485,10 @@ static void test_config_set_rejects_unknown_elevator_listing_known_ones(void **s
 	assert_string_equal(c.elevator, "deadline");
 	assert_int_equal(td_config_set(&c, "queue", "elevator", "noop", t->err, sizeof(t->err)), 0);
 	assert_string_equal(c.elevator, "noop");
+	assert_int_equal(td_config_set(&c, "queue", "elevator", "mq-deadline", t->err,
+				       sizeof(t->err)),
+			 0);
+	assert_string_equal(c.elevator, "mq-deadline");
 	td_config_free(&c);
 }
 
@@ -549,6 +555,12 @@ static void test_config_set_accepts_boundaries_and_alternate_spellings(void **st
 	assert_int_equal(c.logical_block_size, 4096);
 	SET_OK("queue", "mode", "BIO");
 	assert_int_equal(c.mode, TD_MODE_BIO);
+	SET_OK("queue", "mode", "mq");
+	assert_int_equal(c.mode, TD_MODE_MQ);
+	SET_OK("queue", "nr_hw_queues", "0");
+	assert_int_equal(c.nr_hw_queues, 0);
+	SET_OK("queue", "nr_hw_queues", "256");
+	assert_int_equal(c.nr_hw_queues, 256);
 	SET_OK("drive", "model", "Ssd");
 	assert_int_equal(c.model, TD_MODEL_SSD);
 	SET_OK("drive", "write_cache", "WriteThrough");
@@ -640,6 +652,7 @@ static const struct kv every_key[] = {
     {"disk", "transport", "classic"},
     {"queue", "mode", "bio"},
     {"queue", "elevator", "noop"},
+    {"queue", "nr_hw_queues", "3"},
     {"queue", "nr_requests", "64"},
     {"queue", "max_sectors", "1024"},
     {"queue", "read_expire_ms", "250"},
@@ -724,6 +737,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_int_equal(c.transport, TD_TRANSPORT_CLASSIC);
 	assert_int_equal(c.mode, TD_MODE_BIO);
 	assert_string_equal(c.elevator, "noop");
+	assert_int_equal(c.nr_hw_queues, 3);
 	assert_int_equal(c.nr_requests, 64);
 	assert_int_equal(c.max_sectors, 1024);
 	assert_int_equal(c.tunables.read_expire_ms, 250);
@@ -1285,7 +1299,7 @@ static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
 	    {"--size", "1.5G",
 	     "--size \"1.5G\": not a size (a whole number of bytes, or with a K, M, G or T"
 	     " suffix)"},
-	    {"--mode", "mq", "--mode \"mq\": must be rq or bio"},
+	    {"--mode", "sq", "--mode \"sq\": must be rq, bio or mq"},
 	    {"--name", "a/b", "--name \"a/b\": must not contain '/'"},
 	    {"--image", "", "--image \"\": must not be empty"},
 	    {"--mount=", NULL, "--mount \"\": must not be empty"},

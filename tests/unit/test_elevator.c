@@ -345,6 +345,8 @@ static void test_elv_find_returns_registered_types_only(void **state)
 	(void)state;
 	assert_ptr_equal(td_elv_find("noop"), &td_elv_noop);
 	assert_ptr_equal(td_elv_find("deadline"), &td_elv_deadline);
+	assert_ptr_equal(td_elv_find("none"), &td_elv_none);
+	assert_ptr_equal(td_elv_find("mq-deadline"), &td_elv_mq_deadline);
 	assert_null(td_elv_find("nope"));
 	assert_null(td_elv_find(""));
 	assert_null(td_elv_find("Deadline"));
@@ -363,10 +365,10 @@ struct names_case {
 };
 
 static const struct names_case names_cases[] = {
-	{ "test_elv_names_lists_registry", 64, false, "deadline, noop" },
+	{ "test_elv_names_lists_registry", 64, false, "deadline, mq-deadline, noop, none" },
 	{ "test_elv_names_truncates_like_snprintf", 6, false, "deadl" },
-	{ "test_elv_names_fits_with_room_for_terminator", 15, false, "deadline, noop" },
-	{ "test_elv_names_terminator_replaces_last_char", 14, false, "deadline, noo" },
+	{ "test_elv_names_fits_with_room_for_terminator", 34, false, "deadline, mq-deadline, noop, none" },
+	{ "test_elv_names_terminator_replaces_last_char", 33, false, "deadline, mq-deadline, noop, non" },
 	{ "test_elv_names_cuts_inside_separator", 10, false, "deadline," },
 	{ "test_elv_names_size_0_writes_nothing", 0, false, NULL },
 	{ "test_elv_names_null_buffer_of_size_0", 0, true, NULL },
@@ -378,7 +380,7 @@ static void run_names_case(void **state)
 	char buf[64];
 
 	memset(buf, 'x', sizeof(buf));
-	assert_int_equal(td_elv_names(c->null_buf ? NULL : buf, c->size), strlen("deadline, noop"));
+	assert_int_equal(td_elv_names(c->null_buf ? NULL : buf, c->size), strlen("deadline, mq-deadline, noop, none"));
 	if (c->want)
 		assert_string_equal(buf, c->want);
 	for (size_t i = c->size; i < sizeof(buf); i++)

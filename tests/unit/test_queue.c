@@ -46,6 +46,18 @@
 #include "tagdisk/trace.h"
 #include "unit_util.h"
 
+/*
+ * test_queue_mq.c builds this file again with TEST_QUEUE_MODE = TD_MODE_MQ:
+ * every queued-mode case then runs against an mq queue of TEST_QUEUE_NR_HW
+ * hardware contexts, and that file adds the mq-only cases and its own main().
+ */
+#ifndef TEST_QUEUE_MODE
+#define TEST_QUEUE_MODE TD_MODE_RQ
+#define TEST_QUEUE_NR_HW 0
+#endif
+/* Hardware contexts of the queues env_create() builds in mq mode; a case may change it. */
+static unsigned int test_nr_hw = TEST_QUEUE_NR_HW;
+
 #define MIB (1024ULL * 1024ULL)
 /* Longest a test waits for something that should happen at once; reaching it fails the test. */
 #define WAIT_MS 10000
@@ -303,6 +315,7 @@ struct env_opts {
 	uint32_t timeout_ms;
 	uint32_t max_retries;
 	const char *elevator;
+	unsigned int nr_hw_queues; /* mq */
 	bool gate;	   /* wrap the memory in a gate */
 	bool null_backend; /* no memory at all */
 	bool trace;
@@ -312,7 +325,8 @@ struct env_opts {
 static void env_opts_default(struct env_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->mode = TD_MODE_RQ;
+	o->mode = TEST_QUEUE_MODE;
+	o->nr_hw_queues = test_nr_hw;
 	o->size_bytes = 4 * MIB;
 	o->lbs = 512;
 	o->workers = 0;
@@ -380,6 +394,7 @@ static void env_create(struct env *e, const struct env_opts *o)
 	qp.max_sectors = o->max_sectors;
 	qp.nr_requests = o->nr_requests;
 	qp.elevator = o->elevator;
+	qp.nr_hw_queues = o->nr_hw_queues;
 	qp.depth = o->depth;
 	qp.command_timeout_ms = o->timeout_ms;
 	qp.max_retries = o->max_retries;
@@ -2602,6 +2617,7 @@ static void test_stress_resets_under_load_keep_every_completed_write(void **stat
 							    .initial_state = (void *)&(table)[i_] }; \
 	} while (0)
 
+#ifndef TEST_QUEUE_NO_MAIN
 int main(void)
 {
 	static const struct CMUnitTest single[] = {
@@ -2647,3 +2663,4 @@ int main(void)
 	alarm(WATCHDOG_S);
 	return _cmocka_run_group_tests("test_queue", tests, n, NULL, NULL);
 }
+#endif /* TEST_QUEUE_NO_MAIN */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -653,6 +654,143 @@ static void test_stats_create_gives_independent_objects(void **state)
 	td_stats_destroy(other);
 }
 
+/* ---- per-CPU stats: Linux's approximated io_ticks ------------------------------------- */
+
+#define T TD_STATS_TICK_NS
+/* Tenths of a tick, so the cases read like the timelines they are. */
+#define AT(tenths) ((uint64_t)(tenths) * T / 10)
+
+struct percpu_step {
+	char what;	     /* 'S' start, 'D' done (a read of latency @arg), 'C' cancel, '?' snapshot */
+	uint64_t at;	     /* the time of the event */
+	uint64_t arg;	     /* 'D': latency; '?': io_ticks expected */
+	uint64_t in_flight;  /* '?': expected */
+	uint64_t time_in_q;  /* '?': expected */
+};
+
+struct percpu_case {
+	const char *name;
+	struct percpu_step steps[12];
+};
+
+static const struct percpu_case percpu_cases[] = {
+	{ "test_stats_percpu_io_ticks_counts_the_whole_ticks_a_request_spans",
+	  { { 'S', AT(2) }, { '?', AT(20), 2 * T, 1, 0 }, { 'D', AT(37), AT(35) },
+	    { '?', AT(100), 3 * T, 0, AT(35) } } },
+	{ "test_stats_percpu_idle_gap_between_requests_not_counted",
+	  { { 'S', AT(15) }, { 'D', AT(25), AT(10) }, { '?', AT(30), 1 * T, 0, AT(10) },
+	    { 'S', AT(55) }, { 'D', AT(72), AT(17) }, { '?', AT(90), 3 * T, 0, AT(27) } } },
+	{ "test_stats_percpu_snapshot_counts_open_interval_without_moving_the_stamp",
+	  { { 'S', AT(15) }, { '?', AT(45), 3 * T, 1, 0 }, { '?', AT(45), 3 * T, 1, 0 },
+	    { 'D', AT(62), AT(47) }, { '?', AT(80), 5 * T, 0, AT(47) } } },
+	{ "test_stats_percpu_overlapping_requests_ending_in_one_tick_count_it_once",
+	  { { 'S', AT(5) }, { 'S', AT(7) }, { 'D', AT(21), AT(16) }, { 'D', AT(29), AT(22) },
+	    { '?', AT(50), 2 * T, 0, AT(38) } } },
+	{ "test_stats_percpu_cancel_leaves_flight_without_an_io",
+	  { { 'S', AT(12) }, { 'S', AT(13) }, { 'C', AT(14) }, { '?', AT(14), 0, 1, 0 },
+	    { 'D', AT(35), AT(23) }, { '?', AT(40), 2 * T, 0, AT(23) } } },
+};
+
+static void run_percpu_case(void **state)
+{
+	const struct percpu_case *c = *state;
+	struct td_stats *st = td_stats_create_percpu();
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	uint64_t ios = 0;
+
+	assert_non_null(st);
+	assert_non_null(s);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(c->steps) && c->steps[i].what; i++) {
+		const struct percpu_step *p = &c->steps[i];
+
+		switch (p->what) {
+		case 'S':
+			td_stats_io_start(st, p->at);
+			break;
+		case 'D':
+			td_stats_io_done(st, TD_OP_READ, 8, p->arg, 0, p->at);
+			ios++;
+			break;
+		case 'C':
+			td_stats_io_cancel(st, p->at);
+			break;
+		default:
+			td_stats_snapshot(st, s, p->at);
+			assert_int_equal(s->io_ticks_ns, p->arg);
+			assert_int_equal(s->in_flight, p->in_flight);
+			assert_int_equal(s->time_in_queue_ns, p->time_in_q);
+			assert_int_equal(s->ios[TD_OP_READ], ios);
+			assert_int_equal(s->sectors[TD_OP_READ], ios * 8);
+			break;
+		}
+	}
+	td_stats_destroy(st);
+	free(s);
+}
+
+#undef AT
+#undef T
+
+struct percpu_thread_arg {
+	struct td_stats *st;
+	int cpu;
+	bool start;
+};
+
+static void *percpu_thread(void *p)
+{
+	struct percpu_thread_arg *a = p;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(a->cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+	for (unsigned int i = 0; i < 1000; i++) {
+		if (a->start)
+			td_stats_io_start(a->st, 0);
+		else
+			td_stats_io_done(a->st, TD_OP_WRITE, 8, 10, 0, 0);
+	}
+	return NULL;
+}
+
+/* Requests started on one CPU and ended on another: the shards' sum is exact, never negative. */
+static void test_stats_percpu_start_and_end_on_different_cpus_sum_exactly(void **state)
+{
+	struct td_stats *st = td_stats_create_percpu();
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct percpu_thread_arg a[2];
+	cpu_set_t set;
+	int cpus[2] = { 0, 0 };
+	int n = 0;
+	pthread_t th;
+
+	(void)state;
+	assert_non_null(st);
+	assert_non_null(s);
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	if (n == 1)
+		cpus[1] = cpus[0];
+	a[0] = (struct percpu_thread_arg){ .st = st, .cpu = cpus[0], .start = true };
+	a[1] = (struct percpu_thread_arg){ .st = st, .cpu = cpus[1], .start = false };
+	assert_int_equal(pthread_create(&th, NULL, percpu_thread, &a[0]), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	td_stats_snapshot(st, s, 0);
+	assert_int_equal(s->in_flight, 1000);
+	assert_int_equal(pthread_create(&th, NULL, percpu_thread, &a[1]), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	td_stats_snapshot(st, s, 0);
+	assert_int_equal(s->in_flight, 0);
+	assert_int_equal(s->ios[TD_OP_WRITE], 1000);
+	assert_int_equal(s->time_in_queue_ns, 1000 * 10);
+	assert_int_equal(s->io_ticks_ns, 0);
+	td_stats_destroy(st);
+	free(s);
+}
+
 #define STATS_TEST(fn) cmocka_unit_test_setup_teardown(fn, stats_setup, stats_teardown)
 
 int main(void)
@@ -683,7 +821,16 @@ int main(void)
 		STATS_TEST(test_stats_threads_totals_exact),
 		STATS_TEST(test_stats_threads_sharing_shards_totals_exact),
 		STATS_TEST(test_stats_create_gives_independent_objects),
+		cmocka_unit_test(test_stats_percpu_start_and_end_on_different_cpus_sum_exactly),
 	};
+	struct CMUnitTest all[TD_ARRAY_SIZE(tests) + TD_ARRAY_SIZE(percpu_cases)];
+	size_t n = 0;
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(tests); i++)
+		all[n++] = tests[i];
+	for (size_t i = 0; i < TD_ARRAY_SIZE(percpu_cases); i++)
+		all[n++] = (struct CMUnitTest){ .name = percpu_cases[i].name,
+						.test_func = run_percpu_case,
+						.initial_state = (void *)&percpu_cases[i] };
+	return _cmocka_run_group_tests("test_stats", all, n, NULL, NULL);
 }

@@ -721,6 +721,81 @@ static void test_tag_first_tags_of_two_threads_land_in_different_words(void **st
 	td_tag_map_destroy(map);
 }
 
+/* ---- spread maps (mq tag sets) ---------------------------------------------------------- */
+
+struct spread_case {
+	const char *name;
+	unsigned int depth;
+	unsigned int word_bits; /* what sbitmap's shift gives for this depth */
+};
+
+static const struct spread_case spread_cases[] = {
+	{ "test_tag_spread_depth_1_uses_8_bit_words", 1, 8 },
+	{ "test_tag_spread_depth_32_uses_8_bit_words", 32, 8 },
+	{ "test_tag_spread_depth_64_uses_16_bit_words", 64, 16 },
+	{ "test_tag_spread_depth_100_uses_16_bit_words", 100, 16 },
+	{ "test_tag_spread_depth_128_uses_32_bit_words", 128, 32 },
+	{ "test_tag_spread_depth_256_uses_64_bit_words", 256, 64 },
+	{ "test_tag_spread_depth_max_uses_64_bit_words", TD_TAG_DEPTH_MAX, 64 },
+};
+
+/*
+ * A spread map hands out [0, depth) once each, like any map; the words are
+ * word_bits wide: two threads' first tags start successive words. A resize
+ * to the maximum keeps the word size and hands out every tag.
+ */
+static void run_spread_case(void **state)
+{
+	const struct spread_case *c = *state;
+	static bool seen[TD_TAG_DEPTH_MAX];
+	struct td_tag_map *map = td_tag_map_create_spread(c->depth);
+	struct first_tag_args a, b;
+	unsigned int nr_words = TD_DIV_ROUND_UP(c->depth, c->word_bits);
+	pthread_t t;
+
+	assert_non_null(map);
+	assert_int_equal(td_tag_depth(map), c->depth);
+	if (nr_words > 1) {
+		a = (struct first_tag_args){ .map = map };
+		b = (struct first_tag_args){ .map = map };
+		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &a), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &b), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal((unsigned int)a.tag % c->word_bits, 0);
+		assert_int_equal((unsigned int)b.tag % c->word_bits, 0);
+		assert_int_equal((unsigned int)b.tag / c->word_bits,
+				 ((unsigned int)a.tag / c->word_bits + 1) % nr_words);
+		assert_false(td_tag_end(map, a.tag));
+		assert_false(td_tag_end(map, b.tag));
+	}
+	memset(seen, 0, sizeof(seen));
+	for (unsigned int i = 0; i < c->depth; i++) {
+		int tag = td_tag_start(map, rq_of((int)i));
+
+		assert_in_range(tag, 0, c->depth - 1);
+		assert_false(seen[tag]);
+		seen[tag] = true;
+		assert_ptr_equal(td_tag_find(map, tag), rq_of((int)i));
+	}
+	assert_int_equal(td_tag_busy(map), c->depth);
+	assert_int_equal(td_tag_start(map, rq_of(0)), -EBUSY);
+	assert_int_equal(td_tag_resize(map, TD_TAG_DEPTH_MAX), 0);
+	for (unsigned int i = c->depth; i < TD_TAG_DEPTH_MAX; i++) {
+		int tag = td_tag_start(map, rq_of((int)i));
+
+		assert_in_range(tag, c->depth, TD_TAG_DEPTH_MAX - 1);
+		assert_false(seen[tag]);
+		seen[tag] = true;
+	}
+	assert_int_equal(td_tag_start(map, rq_of(0)), -EBUSY);
+	assert_int_equal(td_tag_busy(map), TD_TAG_DEPTH_MAX);
+	for (int tag = 0; tag < TD_TAG_DEPTH_MAX; tag++)
+		td_tag_end(map, tag);
+	assert_int_equal(td_tag_busy(map), 0);
+	td_tag_map_destroy(map);
+}
+
 /*
  * Threaded stress. owner[tag] counts the threads that believe they hold the
  * tag: start must take it from 0 to 1 and end from 1 to 0.
@@ -1056,6 +1131,15 @@ int main(void)
 	    cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
 	};
 
+	struct CMUnitTest all[TD_ARRAY_SIZE(tests) + TD_ARRAY_SIZE(spread_cases)];
+	size_t n = 0;
+
+	for (size_t i = 0; i < TD_ARRAY_SIZE(tests); i++)
+		all[n++] = tests[i];
+	for (size_t i = 0; i < TD_ARRAY_SIZE(spread_cases); i++)
+		all[n++] = (struct CMUnitTest){ .name = spread_cases[i].name,
+						.test_func = run_spread_case,
+						.initial_state = (void *)&spread_cases[i] };
 	alarm(WATCHDOG_S);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return _cmocka_run_group_tests("test_tag", all, n, NULL, NULL);
 }
