@@ -86,7 +86,7 @@ URING_BATS="tests/bats/disk_semantics.bats tests/bats/daemon.bats tests/bats/cra
 # The queue tests mq mode must pass as rq mode does: run again with TD_MODE=mq (helpers.bash
 # turns each test's rq into mq): resets under load, fio verify, and from admin.bats the tags,
 # reset, timeout and requeue, elevator and depth cases.
-MQ_BATS="tests/bats/reset_load.bats tests/bats/fio_verify.bats"
+MQ_FIO_FILTER='rq mode|psync jobs'
 MQ_ADMIN_FILTER='tags during an injected hang|elevator and depth|inject hang with a short|permanent hang'
 
 run_fuzz() { # seconds per harness
@@ -111,8 +111,8 @@ all)
 	run_bats tests/bats
 	# shellcheck disable=SC2086
 	TD_TRANSPORT=uring run_bats $URING_BATS
-	# shellcheck disable=SC2086
-	TD_MODE=mq run_bats $MQ_BATS
+	TD_MODE=mq run_bats tests/bats/reset_load.bats
+	TD_MODE=mq run_bats --filter "$MQ_FIO_FILTER" tests/bats/fio_verify.bats
 	TD_MODE=mq run_bats --filter "$MQ_ADMIN_FILTER" tests/bats/admin.bats
 	run_fuzz "${TD_FUZZ_SECONDS:-10}"
 	;;

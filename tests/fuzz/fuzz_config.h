@@ -42,7 +42,8 @@ static inline void fuzz_check_config(const struct td_config *c)
 	FUZZ_CHECK(c->size_bytes <= (uint64_t)INT64_MAX);
 	fuzz_check_name(c->name);
 	FUZZ_CHECK(c->logical_block_size == 512 || c->logical_block_size == 4096);
-	FUZZ_CHECK(c->mode == TD_MODE_RQ || c->mode == TD_MODE_BIO);
+	FUZZ_CHECK(c->mode == TD_MODE_RQ || c->mode == TD_MODE_BIO || c->mode == TD_MODE_MQ);
+	FUZZ_CHECK(c->nr_hw_queues <= TD_QUEUE_HW_MAX);
 	FUZZ_CHECK(memchr(c->elevator, '\0', sizeof(c->elevator)) && td_elv_find(c->elevator));
 	FUZZ_CHECK(FUZZ_IN(c->nr_requests, 4, 65536));
 	FUZZ_CHECK(FUZZ_IN(c->max_sectors, 8, 65536));
