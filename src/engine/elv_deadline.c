@@ -232,18 +232,19 @@ static bool deadline_has_work(void *data)
 	return !td_list_empty(&dd->fifo_list[DD_READ]) || !td_list_empty(&dd->fifo_list[DD_WRITE]);
 }
 
+/* The deadline policy's operations, shared by the rq elevator and the mq scheduler. */
+#define DEADLINE_OPS                                        \
+	.init = deadline_init, .exit = deadline_exit,       \
+	.front_merges = true, .merged = deadline_merged,    \
+	.merged_requests = deadline_merged_requests,        \
+	.former_request = deadline_former_request,          \
+	.latter_request = deadline_latter_request,          \
+	.add_request = deadline_add_request,                \
+	.dispatch = deadline_dispatch, .has_work = deadline_has_work
+
 const struct td_elevator_type td_elv_deadline = {
 	.name = "deadline",
-	.init = deadline_init,
-	.exit = deadline_exit,
-	.front_merges = true,
-	.merged = deadline_merged,
-	.merged_requests = deadline_merged_requests,
-	.former_request = deadline_former_request,
-	.latter_request = deadline_latter_request,
-	.add_request = deadline_add_request,
-	.dispatch = deadline_dispatch,
-	.has_work = deadline_has_work,
+	DEADLINE_OPS,
 };
 
 /*
@@ -255,14 +256,5 @@ const struct td_elevator_type td_elv_deadline = {
 const struct td_elevator_type td_elv_mq_deadline = {
 	.name = "mq-deadline",
 	.mq = true,
-	.init = deadline_init,
-	.exit = deadline_exit,
-	.front_merges = true,
-	.merged = deadline_merged,
-	.merged_requests = deadline_merged_requests,
-	.former_request = deadline_former_request,
-	.latter_request = deadline_latter_request,
-	.add_request = deadline_add_request,
-	.dispatch = deadline_dispatch,
-	.has_work = deadline_has_work,
+	DEADLINE_OPS,
 };

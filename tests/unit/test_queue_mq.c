@@ -436,30 +436,7 @@ int main(void)
 {
 	/* The cases of test_queue.c; the bio mode ones ask for bio mode and run as there. */
 	static const struct CMUnitTest shared[] = {
-		cmocka_unit_test(test_third_read_deferred_while_two_tags_busy_then_completes),
-		cmocka_unit_test(test_prep_defer_retried_by_timer_until_resource_frees),
-		cmocka_unit_test(test_get_tags_lists_blocked_commands_oldest_first),
-		cmocka_unit_test(test_tag_is_free_when_end_io_runs_inline),
-		cmocka_unit_test(test_tag_is_free_when_end_io_runs_on_worker),
-		cmocka_unit_test(test_reset_requeues_held_writes_in_dispatch_order),
-		cmocka_unit_test(test_user_resets_requeue_without_using_retries),
-		cmocka_unit_test(test_command_timing_out_repeatedly_fails_with_eio_after_max_retries),
-		cmocka_unit_test(test_timeout_charges_a_retry_only_to_the_timed_out_command),
-		cmocka_unit_test(test_flush_in_a_batch_orders_writes_and_blocks_merging),
-		cmocka_unit_test(test_flush_waits_for_writes_in_flight_and_holds_later_writes),
-		cmocka_unit_test(test_overlapping_writes_never_in_flight_together),
-		cmocka_unit_test(test_elevator_switch_under_load_loses_no_write),
-		cmocka_unit_test(test_depth_resize_from_4_to_1_and_back_with_commands_held),
-		cmocka_unit_test(test_command_timeout_resets_and_hung_write_completes),
-		cmocka_unit_test(test_command_timeout_is_measured_on_the_queue_clock),
-		cmocka_unit_test(test_bio_mode_goes_straight_to_the_drive_without_requests),
-		cmocka_unit_test(test_window_remaps_sectors_in_bio_mode),
-		cmocka_unit_test(test_window_remaps_sectors_in_rq_mode),
-		cmocka_unit_test(test_submit_list_back_merges_contiguous_writes_up_to_max_sectors),
-		cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_inline),
-		cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_threaded),
-		cmocka_unit_test(test_destroy_right_after_drain_is_safe),
-		cmocka_unit_test(test_stress_resets_under_load_keep_every_completed_write),
+		QUEUE_SHARED_CASES
 	};
 	static const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_mq_reset_requeues_commands_of_every_hctx),
