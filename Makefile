@@ -53,6 +53,10 @@ INIPARSER_LIBS   ?= -liniparser
 # writes a double as the text we give it, so replies stay byte for byte what they were.
 JSON_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags json-c 2>/dev/null)
 JSON_LIBS   ?= $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null || echo -ljson-c)
+# The drive's network backends: Ceph RBD (src/engine/drive_rbd.c) and NBD (drive_nbd.c).
+RBD_LIBS ?= $(shell $(PKG_CONFIG) --libs librbd librados 2>/dev/null || echo -lrbd -lrados)
+NBD_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libnbd 2>/dev/null)
+NBD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libnbd 2>/dev/null || echo -lnbd)
 
 # One folder per layer; includes only point down (tests/tools/check_layers.py):
 #   src/common  log, locks, lists, rbtree, JSON, blktrace records   used by everyone, uses no one above it
@@ -72,7 +76,7 @@ LIBCOMMON := $(BUILD)/libtdcommon.a
 LIBDAEMON := $(BUILD)/libtddaemon.a
 LIBCTL    := $(BUILD)/libtdctl.a
 LIBS      := $(LIBDAEMON) $(LIBCTL) $(LIBTD) $(LIBCOMMON)
-EXTLIBS    = $(FUSE_LIBS) $(URING_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) -lm
+EXTLIBS    = $(FUSE_LIBS) $(URING_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) $(RBD_LIBS) $(NBD_LIBS) -lm
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -86,7 +90,7 @@ all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(NBD_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBTD): $(ENGINE_OBJS)
 	@rm -f $@
@@ -115,7 +119,7 @@ $(BUILD)/tagdiskctl: $(BUILD)/src/ctl/tagdiskctl.o $(LIBCTL) $(LIBCOMMON)
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(CMOCKA_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(NBD_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 # tests/unit/unit_util.c: helpers every test binary links (not a test itself).
 .SECONDARY: $(BUILD)/tests/unit_util.o

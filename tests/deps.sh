@@ -10,6 +10,7 @@ packages=(
 	fio valgrind e2fsprogs util-linux kmod procps psmisc
 	python3 jq blktrace systemd man-db groff-base
 	clang libclang-rt-14-dev
+	librbd-dev libnbd-dev nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
 )
 
 missing=()

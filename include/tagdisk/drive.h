@@ -56,41 +56,9 @@
 #include <sys/uio.h>
 #include "common/compiler.h"
 #include "common/list.h"
+#include "tagdisk/backend.h"
 #include "tagdisk/request.h"
 #include "tagdisk/types.h"
-
-/*
- * A backend stores the data: the image file, nothing (null) or memory.
- * Every member returns 0 or a negative errno and transfers exactly what was
- * asked (short transfers are retried inside; end of file reads as zeroes).
- * Members may be called from several threads at once.
- */
-struct td_backend_ops {
-	const char *name;
-	int (*read)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off);
-	int (*write)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua);
-	int (*flush)(void *priv);
-	/* Make [off, off + len) read as zeroes, releasing space where possible. */
-	int (*discard)(void *priv, uint64_t off, uint64_t len);
-	/* Make [off, off + len) read as zeroes, keeping space allocated. */
-	int (*write_zeroes)(void *priv, uint64_t off, uint64_t len);
-	/* Optional: free @priv. */
-	void (*destroy)(void *priv);
-};
-
-struct td_backend {
-	const struct td_backend_ops *ops;
-	void *priv;
-};
-
-/* The image file open on @fd (borrowed: the caller closes it after the drive). Return: 0. */
-int td_backend_file_init(struct td_backend *be, int fd) td_nonnull(1);
-/* A backend that stores nothing and reads zeroes: for tests and benchmarks. */
-void td_backend_null_init(struct td_backend *be) td_nonnull(1);
-/* A zero-filled memory backend of @size bytes. Return: 0 or -ENOMEM. */
-int td_backend_mem_init(struct td_backend *be, uint64_t size) td_nonnull(1);
-/* Return: the memory of a backend made by td_backend_mem_init(). */
-uint8_t *td_backend_mem_data(const struct td_backend *be) td_nonnull(1);
 
 enum td_drive_model {
 	TD_MODEL_NONE,

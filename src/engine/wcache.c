@@ -220,7 +220,7 @@ int td_wcache_read(struct td_wcache *wc, const struct iovec *iov, int iovcnt, ui
 	if (!cached) {
 		/* Nothing to lay over: the image has the data of every completed write. */
 		td_mutex_unlock(&wc->lock);
-		return wc->be.ops->read(wc->be.priv, iov, iovcnt, off);
+		return td_backend_read(&wc->be, iov, iovcnt, off);
 	}
 	if (cached == end - first) {
 		overlay_locked(wc, iov, iovcnt, first, end);
@@ -233,7 +233,7 @@ int td_wcache_read(struct td_wcache *wc, const struct iovec *iov, int iovcnt, ui
 	if (!copy || !where) {
 		free(copy);
 		free(where);
-		err = wc->be.ops->read(wc->be.priv, iov, iovcnt, off);
+		err = td_backend_read(&wc->be, iov, iovcnt, off);
 		if (!err)
 			overlay_locked(wc, iov, iovcnt, first, end);
 		td_mutex_unlock(&wc->lock);
@@ -255,7 +255,7 @@ int td_wcache_read(struct td_wcache *wc, const struct iovec *iov, int iovcnt, ui
 	assert(n == cached);
 	td_mutex_unlock(&wc->lock);
 
-	err = wc->be.ops->read(wc->be.priv, iov, iovcnt, off);
+	err = td_backend_read(&wc->be, iov, iovcnt, off);
 	for (uint64_t i = 0; !err && i < n;) {
 		uint64_t k = 1;
 

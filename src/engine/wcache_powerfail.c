@@ -24,7 +24,7 @@ static int line_write_back_locked(struct td_wcache *wc, const struct td_wc_line 
 			(void *)(l->data + s * TD_SECTOR_SIZE),
 			(size_t)(e - s) * TD_SECTOR_SIZE,
 		};
-		int err = wc->be.ops->write(wc->be.priv, &iov, 1,
+		int err = td_backend_write(&wc->be, &iov, 1,
 					    l->index * TD_WCACHE_LINE + s * TD_SECTOR_SIZE, false);
 
 		if (err)

@@ -101,7 +101,7 @@ static int write_copies(struct td_wcache *wc, struct td_wc_line *const *lines, c
 			buf + j0 * TD_WCACHE_LINE + s0 * TD_SECTOR_SIZE,
 			((j - j0) * TD_WC_LINE_SECTORS + s - s0) * TD_SECTOR_SIZE,
 		};
-		int err = wc->be.ops->write(wc->be.priv, &iov, 1,
+		int err = td_backend_write(&wc->be, &iov, 1,
 					    lines[j0]->index * TD_WCACHE_LINE + s0 * TD_SECTOR_SIZE,
 					    false);
 
@@ -267,13 +267,13 @@ int td_wc_write_through(struct td_wcache *wc, const struct td_wc_through *t, uin
 
 	switch (t->op) {
 	case TD_WC_THROUGH_WRITE:
-		err = wc->be.ops->write(wc->be.priv, t->iov, t->iovcnt, off, t->fua);
+		err = td_backend_write(&wc->be, t->iov, t->iovcnt, off, t->fua);
 		break;
 	case TD_WC_THROUGH_DISCARD:
-		err = wc->be.ops->discard(wc->be.priv, off, len);
+		err = td_backend_discard(&wc->be, off, len);
 		break;
 	default:
-		err = wc->be.ops->write_zeroes(wc->be.priv, off, len);
+		err = td_backend_write_zeroes(&wc->be, off, len);
 		break;
 	}
 
@@ -371,6 +371,6 @@ out:
 	free(idx);
 	free(batch);
 	/* Even after a failed write-back: what did reach the image becomes durable. */
-	e = wc->be.ops->flush(wc->be.priv);
+	e = td_backend_flush(&wc->be);
 	return err ? err : e;
 }
