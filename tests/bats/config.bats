@@ -42,7 +42,7 @@ bad_config() {
 
 @test "an unknown section: exit 2, one line naming it, nothing created" {
 	printf '[disk]\nname = disk\n[bogus]\ndepth = 4\n' >"$TD_INI"
-	bad_config "$TD_INI:3: [bogus]: unknown section (known: disk, queue, tags, drive, admin)" -c "$TD_INI"
+	bad_config "$TD_INI:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)" -c "$TD_INI"
 }
 
 @test "an unknown key: exit 2, one line naming it, nothing created" {
@@ -258,5 +258,18 @@ EOF
 	td_wait_until 60 test -f "$TD_DISK"
 	[ "$(stat -c %s "$TD_DISK")" -eq $((64 * 1024 * 1024)) ]
 	[ "$(td_status image)" = "$TD_IMG" ]
+	stop_tagdiskd
+}
+
+@test "another backend's keys are accepted with backend file and logged once as unused" {
+	printf '[drive]\nbackend = file\n[rbd]\npool = ssd\nimage = vm1\n[nbd]\nuri = nbd://localhost/vm1\n' \
+		>"$TD_INI"
+	start_tagdiskd --size 64M -c "$TD_INI"
+	[ "$(td_status backend)" = file ]
+	[ "$(td_status backend_target)" = "$TD_IMG" ]
+	[ "$(td_status image)" = "$TD_IMG" ]
+	[ "$(grep -c 'not used with' "$TD_LOG")" -eq 1 ]
+	grep -qx 'tagdiskd: notice: config: \[rbd\] pool, \[rbd\] image, \[nbd\] uri not used with \[drive\] backend = file' \
+		"$TD_LOG"
 	stop_tagdiskd
 }

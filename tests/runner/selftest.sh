@@ -38,6 +38,7 @@ s_groups() {
 }
 s_group_cut() { printf '1..2\nok 1 - a\nok 2 - b\n# ok - one\n1..3\nok 1 - c\n'; }
 s_group_lost() { printf '1..2\nok 1 - a\nok 2 - b\n# ok - one\n'; }
+s_nbd_skip() { printf '1..2\nok 1 a\nok 2 b # skip NBD: nbdkit is not installed (tests/deps.sh)\n'; }
 
 # ---- the cases ----
 
@@ -61,6 +62,8 @@ cases=(
 	"4 0 1|false|0|groups|cmocka: two groups, each with its plan, pass; '# SKIP' is a skip"
 	"3 2 0|false|139|group_cut|cmocka: a crash in the second group leaves its results missing"
 	"2 1 0|false|134|group_lost|cmocka: a crash before the second group's plan fails on the status"
+	"1 1 0|true|0|nbd_skip|CI=true: a skip because nbdkit is missing fails"
+	"1 0 1|false|0|nbd_skip|without CI: a skip because nbdkit is missing is a skip"
 )
 
 # run-tests.sh's final line and exit status: "line|status" | CI | exit status | stream | what

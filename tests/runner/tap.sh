@@ -16,9 +16,10 @@ tap_pass=0
 tap_fail=0
 tap_skip=0
 
-# With CI=true these skip reasons (tests/bats/helpers.bash, requires_fuse) are failures:
+# With CI=true these skip reasons (tests/bats/helpers.bash, requires_fuse; nbd.bats) are failures:
 # a CI machine that cannot run the integration tests must not look green.
 tap_ci_fatal_skips=(
+	'NBD: *'
 	'needs root*'
 	'no /dev/fuse*'
 	'tagdiskd is not built*'

@@ -1,0 +1,262 @@
+#!/usr/bin/env bats
+# The nbd backend end to end: nbdkit's file plugin serves a sparse file on a
+# Unix socket and tagdiskd serves that export through FUSE ([drive] backend =
+# nbd). fio verifies every block it writes through the disk file, and the
+# served file must then hold what the disk file shows; ext4 on a loop device
+# over the disk file stays clean; neither fio nor the drive sees an error when
+# nbdkit is killed and started again under load, or when the drive is reset
+# several times a second. The work is counted, not timed.
+#
+# Without nbdkit every test skips with one line starting "NBD:"; with CI=true
+# the runner counts that skip as a failure (tests/deps.sh installs nbdkit).
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	requires_fuse || return 0
+	command -v nbdkit >/dev/null || { td_skip_file "NBD: nbdkit is not installed (tests/deps.sh)"; return 0; }
+	requires fio losetup mkfs.ext4 e2fsck fstrim cmp || return 0
+}
+
+setup() {
+	td_setup_dir
+	# The disk is the export: tagdiskd has no image file of its own.
+	TD_IMG=
+	NBD_IMG=$TD_DIR/served.img
+	NBD_SOCK=$TD_DIR/nbd.sock
+	NBD_URI="nbd+unix:///?socket=$NBD_SOCK"
+	NBD_PID=
+	BG_PIDS=
+	truncate -s 256M "$NBD_IMG"
+}
+
+teardown() {
+	[ -z "$BG_PIDS" ] || kill $BG_PIDS 2>/dev/null || true
+	# The daemon before the server: its last flush goes to the server.
+	td_teardown
+	stop_nbdkit
+}
+
+# start_nbdkit [NBDKIT_OPTIONS...]: serve $NBD_IMG on $NBD_SOCK (foreground, background job),
+# and wait until the socket accepts connections.
+start_nbdkit() {
+	# A killed nbdkit leaves its socket behind, and a new one would not bind.
+	rm -f "$NBD_SOCK"
+	nbdkit -f -U "$NBD_SOCK" "$@" file "$NBD_IMG" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
+	NBD_PID=$!
+	td_wait_for 60 "nbdkit to accept connections on $NBD_SOCK" nbd_accepts
+}
+
+nbd_accepts() {
+	kill -0 "$NBD_PID" || { echo "nbdkit exited:"; cat "$TD_DIR/nbdkit.log"; return 1; }
+	python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+' "$NBD_SOCK"
+}
+
+# stop_nbdkit [SIGNAL]: stop the server (KILL by default) and reap it.
+stop_nbdkit() {
+	[ -n "${NBD_PID:-}" ] || return 0
+	kill -"${1:-KILL}" "$NBD_PID" 2>/dev/null || true
+	wait "$NBD_PID" 2>/dev/null || true
+	NBD_PID=
+}
+
+# start_nbd_daemon CONNECTIONS [TAGDISKD_OPTIONS...]: tagdiskd on the export, with a config
+# file naming it.
+start_nbd_daemon() {
+	local conns=$1
+	shift
+	cat >"$TD_DIR/nbd.ini" <<EOF
+[drive]
+backend = nbd
+[nbd]
+uri = $NBD_URI
+connections = $conns
+EOF
+	start_tagdiskd -c "$TD_DIR/nbd.ini" "$@"
+	[ "$(td_status backend)" = nbd ]
+	[ "$(td_status size)" -eq $((256 * 1024 * 1024)) ]
+}
+
+VERIFY=(--direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0)
+
+# run_fio NAME BYTES FIO_OPTIONS...: one fio job; it wrote BYTES, read all of them back to
+# verify them, and had no error.
+run_fio() {
+	local name=$1 bytes=$2
+	shift 2
+	cd "$TD_DIR"
+	run --separate-stderr timeout 900 fio --name="$name" --output-format=json \
+		--output="$TD_DIR/$name.json" --verify_state_save=0 "$@"
+	echo "fio status $status; stderr: $stderr" >&2
+	[ "$status" -eq 0 ]
+	fio_check "$name" "$bytes"
+}
+
+# fio_check NAME BYTES: the JSON of job NAME shows no error, BYTES written and as many read
+# back to verify them.
+fio_check() {
+	python3 - "$TD_DIR/$1.json" "$2" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+r = json.loads(text[text.index('{'):])
+want = int(sys.argv[2])
+for j in r['jobs']:
+    w, rd = j['write']['io_bytes'], j['read']['io_bytes']
+    print('# %s: err=%d write=%d read(verify)=%d' % (j['jobname'], j['error'], w, rd),
+          file=sys.stderr)
+    assert j['error'] == 0, j['error']
+    assert w == want, (w, want)
+    assert rd == want, (rd, want)
+PY
+}
+
+# fio_verify_bg NAME: 4 KiB random writes at QD 32 over the whole disk, each block checked
+# at most 1024 writes later and the rest at the end, in the background (pid in FIO_PID).
+fio_verify_bg() {
+	(cd "$TD_DIR" && exec fio --name="$1" --filename="$TD_DISK" --rw=randwrite --bs=4k \
+		--iodepth=32 --ioengine=libaio --size=256M --verify_backlog=1024 "${VERIFY[@]}" \
+		--verify_state_save=0 --output-format=json --output="$TD_DIR/$1.json") \
+		>"$TD_DIR/$1.out" 2>&1 3>&- &
+	FIO_PID=$!
+	BG_PIDS="$BG_PIDS $FIO_PID"
+}
+
+# fio_wait NAME: wait for the background fio, which must have passed.
+fio_wait() {
+	local rc=0
+	wait "$FIO_PID" || rc=$?
+	echo "fio $1: status $rc; $(cat "$TD_DIR/$1.out")" >&2
+	[ "$rc" -eq 0 ]
+	fio_check "$1" $((256 * 1024 * 1024))
+}
+
+# writes_at_least N: the drive has done at least N writes.
+writes_at_least() {
+	local n
+	n=$(td_stats writes)
+	echo "$n writes"
+	[ "$n" -ge "$1" ]
+}
+
+# The disk file and the served file are the same bytes.
+same_bytes() {
+	cmp "$TD_DISK" "$NBD_IMG"
+}
+
+@test "fio verify through an NBD export, one connection: 4k randwrite QD32; the served file holds the disk's bytes" {
+	start_nbdkit
+	start_nbd_daemon 1
+	run_fio randwrite4k $((256 * 1024 * 1024)) --filename="$TD_DISK" --rw=randwrite --bs=4k \
+		--iodepth=32 --ioengine=libaio --size=256M "${VERIFY[@]}"
+	[ "$(td_status errors)" -eq 0 ]
+	same_bytes
+	stop_tagdiskd
+}
+
+@test "fio verify through an NBD export, four connections: 1M sequential and 4k randwrite QD32" {
+	start_nbdkit
+	start_nbd_daemon 4
+	run_fio seqwrite1m $((256 * 1024 * 1024)) --filename="$TD_DISK" --rw=write --bs=1M \
+		--iodepth=8 --ioengine=libaio --size=256M "${VERIFY[@]}"
+	run_fio randwrite4k $((64 * 1024 * 1024)) --filename="$TD_DISK" --rw=randwrite --bs=4k \
+		--iodepth=32 --ioengine=libaio --size=64M "${VERIFY[@]}"
+	[ "$(td_status errors)" -eq 0 ]
+	same_bytes
+	stop_tagdiskd
+	# Four connections, as asked.
+	[ "$(grep -c 'nbd: .*4 connection(s)' "$TD_LOG")" -eq 1 ]
+}
+
+@test "ext4 on a loop device over an NBD export: fsck clean, data back, fstrim punches holes in the served file" {
+	local dev fs=$TD_DIR/fs holes_before holes_after
+	start_nbdkit
+	start_nbd_daemon 2
+	dev=$(td_losetup --direct-io=on)
+	mkfs.ext4 -q -F "$dev"
+	mkdir "$fs"
+	mount "$dev" "$fs"
+	head -c 64M /dev/urandom >"$TD_DIR/data"
+	cp "$TD_DIR/data" "$fs/data"
+	cp -a /usr/include/linux "$fs/linux"
+	sync -f "$fs"
+	umount "$fs"
+	run e2fsck -fn "$dev"
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
+
+	mount "$dev" "$fs"
+	cmp "$TD_DIR/data" "$fs/data"
+	diff -r /usr/include/linux "$fs/linux"
+	# Discard reaches the server: the freed blocks become holes in the served file.
+	holes_before=$(td_hole_bytes "$NBD_IMG" 0 $((256 * 1024 * 1024)))
+	rm "$fs/data"
+	sync -f "$fs"
+	fstrim "$fs"
+	holes_after=$(td_hole_bytes "$NBD_IMG" 0 $((256 * 1024 * 1024)))
+	echo "holes in the served file: $holes_before -> $holes_after" >&2
+	[ "$holes_after" -ge $((holes_before + 48 * 1024 * 1024)) ]
+	umount "$fs"
+	run e2fsck -fn "$dev"
+	[ "$status" -eq 0 ]
+	losetup -d "$dev"
+	[ "$(td_status errors)" -eq 0 ]
+	stop_tagdiskd
+}
+
+@test "nbdkit killed with -9 and started again during fio verify: the backend reconnects, no error" {
+	start_nbdkit
+	start_nbd_daemon 2
+	fio_verify_bg killed
+	td_wait_for 300 "fio to have written 8192 blocks" writes_at_least 8192 >&2
+	stop_nbdkit KILL
+	td_wait_for 60 "the daemon to see the server gone" grep -q 'lost; reconnecting' "$TD_LOG"
+	start_nbdkit
+	fio_wait killed
+	grep 'back after' "$TD_LOG" >&2
+	[ "$(td_status errors)" -eq 0 ]
+	same_bytes
+	stop_tagdiskd
+}
+
+# reset_loop: `tagdiskctl reset` every 100-200 ms until $TD_DIR/stop exists; each reply line
+# goes to $TD_DIR/resets.log, and a failed call leaves "FAILED rc" there.
+reset_loop() {
+	local rc
+	while [ ! -e "$TD_DIR/stop" ]; do
+		rc=0
+		"$TAGDISKCTL" -s "$TD_SOCK" reset >>"$TD_DIR/resets.log" 2>&1 || rc=$?
+		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
+		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
+	done
+}
+
+@test "tagdiskctl reset every 100-200 ms during fio verify on an NBD export: no error, nothing lost" {
+	local round=0 resets
+	start_nbdkit
+	start_nbd_daemon 2
+	reset_loop 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+	# Whole verified fio runs until at least 20 resets happened during them (at most 20 runs).
+	while :; do
+		round=$((round + 1))
+		fio_verify_bg reset-$round
+		fio_wait reset-$round
+		resets=$(td_stats resets)
+		[ "$resets" -lt 20 ] || break
+		[ "$round" -lt 20 ] || { echo "only $resets resets in $round fio runs" >&2; false; }
+	done
+	touch "$TD_DIR/stop"
+	wait $BG_PIDS 2>/dev/null || true
+	BG_PIDS=
+	echo "# $round fio runs, $resets resets, $(td_stats requeued) requeued" >&3
+	! grep -q FAILED "$TD_DIR/resets.log"
+	[ "$(td_status errors)" -eq 0 ]
+	[ "$(td_status in_flight)" -eq 0 ]
+	same_bytes
+	stop_tagdiskd
+}
