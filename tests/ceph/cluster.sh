@@ -239,6 +239,8 @@ osd mon report interval = 1
 
 [client]
 keyring = $ADMIN_KEYRING
+# Several clients at once (tagdiskd, rbd, ceph): one admin socket each.
+admin socket = $RUN/\$name.\$pid.asok
 
 [mon]
 keyring = $DIR/\$name/keyring
