@@ -118,11 +118,12 @@ td_elv_name() {
 	esac
 }
 
-# start_tagdiskd [--size SIZE | other options...]: image, mount and socket are this test's.
+# start_tagdiskd [--size SIZE | other options...]: image, mount and socket are this test's
+# (no --image when TD_IMG is empty: with backend = rbd or nbd the config names the image).
 start_tagdiskd() {
 	td_mode_args "$@"
 	# shellcheck disable=SC2086
-	$TD_WRAPPER "$TAGDISKD" -f --image "$TD_IMG" --mount "$TD_MNT" --socket "$TD_SOCK" \
+	$TD_WRAPPER "$TAGDISKD" -f ${TD_IMG:+--image "$TD_IMG"} --mount "$TD_MNT" --socket "$TD_SOCK" \
 		${TD_TRANSPORT:+--transport "$TD_TRANSPORT"} "${TD_ARGS[@]}" >"$TD_LOG" 2>&1 &
 	TD_PID=$!
 	local end=$((EPOCHSECONDS + TD_START_TIMEOUT))

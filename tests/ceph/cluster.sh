@@ -261,6 +261,9 @@ osd recovery sleep hdd = 0
 osd recovery sleep ssd = 0
 osd recovery sleep hybrid = 0
 bluestore fsck on mkfs = false
+# A client killed with SIGKILL keeps its watch on an rbd image's header, and with it the
+# image's exclusive lock, this long: the next client waits this long to break the lock.
+osd client watch timeout = 10
 # Closing the block file waits for a poll of the aio thread: 250 ms, a dozen times in a start.
 bdev aio poll ms = 20
 EOF
