@@ -310,20 +310,28 @@ def record(i):
     seed = hashlib.sha256(head).digest()
     return head + (seed * (4096 // len(seed) + 1))[:4096 - len(head)]
 
+failed = []
+
 def writer(t):
-    fd = os.open(disk, os.O_RDWR)
-    for n, i in enumerate(range(t, nrec, nthreads)):
-        os.pwrite(fd, record(i), i * 4096)
-        if (n + 1) % every == 0:
-            os.fsync(fd)
-            with out:
-                print(t, i, flush=True)
+    try:
+        fd = os.open(disk, os.O_RDWR)
+        for n, i in enumerate(range(t, nrec, nthreads)):
+            os.pwrite(fd, record(i), i * 4096)
+            if (n + 1) % every == 0:
+                os.fsync(fd)
+                with out:
+                    print(t, i, flush=True)
+    except OSError as e:
+        failed.append(e)
 
 threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(nthreads)]
 for th in threads:
     th.start()
 for th in threads:
     th.join()
+if failed:
+    print(failed[0], file=sys.stderr)
+    sys.exit(1)
 '
 
 # Check FILE: for each thread, every record up to the last one it saw fsynced.
