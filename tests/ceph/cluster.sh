@@ -353,6 +353,8 @@ do_start() {
 		die "--size: 1 to the number of OSDs, not '$size'"
 	fi
 	[ ! -e "$CONF" ] || die "$DIR already holds a cluster (cluster.sh stop $DIR; then remove it)"
+	[ "$(stat -f -c %T "$DIR")" != tmpfs ] ||
+		die "$DIR is on tmpfs, where bluestore cannot open its block files (O_DIRECT): use a disk-backed directory such as /var/tmp"
 	for t in ceph ceph-mon ceph-mgr ceph-osd ceph-authtool monmaptool rbd uuidgen python3; do
 		command -v "$t" >/dev/null || die "$t is not installed"
 	done
