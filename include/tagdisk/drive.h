@@ -34,10 +34,24 @@
  * error completes it with -EIO without touching the backend, a hang makes the
  * drive hold it forever (until a reset), latency delays it.
  *
+ * Asynchronous backends (rbd, nbd; tagdisk/backend.h): a worker submits the
+ * command as one backend operation and goes on; the backend's completion
+ * completes it. Reads and writes travel in a bounce buffer the operation
+ * owns. workers = 0 becomes one worker. With a volatile cache, or model hdd
+ * (one actuator, one command at a time), calls are synchronous instead.
+ *
  * Reset support: td_drive_quiesce() drops every command not yet started
  * (held, hung or delayed ones included) and waits until the commands being
  * executed have returned from the backend. Their results are dropped: the
  * completion function never sees a command a quiesce took back.
+ * An operation already submitted to an asynchronous backend cannot be taken
+ * back and is not waited for (a stalled cluster would hang the reset): it
+ * becomes stale, its command is the caller's again, and the drive starts
+ * no command at all until every stale operation has returned (the fence),
+ * so an old write can never land after a newer one, whatever the overlap.
+ * A stale completion completes nothing. Fencing everything rather than the
+ * overlapping ranges keeps the rule obviously right, and costs little: the
+ * operations a reset leaves behind are usually stalled together.
  * td_drive_abandon() does the same without waiting for backend calls: a call
  * still running is left to finish on its own, and its result is dropped
  * without the drive touching the request again (for a bounded drain).
@@ -183,6 +197,9 @@ struct td_drive_status {
 	unsigned int delayed;	  /* of those, the ones waiting out a modelled or injected delay */
 	unsigned int hung;	  /* commands held by an injected hang */
 	uint64_t commands;	  /* executed since start */
+	unsigned int backend_ops; /* asynchronous backend operations outstanding */
+	unsigned int stale_ops;	  /* of those sent before the last reset: fenced */
+	uint64_t fences;	  /* resets that left stale operations behind */
 	uint64_t seeks;		  /* hdd: head movements */
 	uint64_t seek_distance;	  /* hdd: sum of head movements, in sectors */
 	uint64_t head_sector;	  /* hdd: where the head is */

@@ -179,6 +179,12 @@ void td_ctl_print_status(struct json_object *r)
 
 	kv_add(t, "state", td_ctl_get_str(r, "/state"));
 	kv_add(t, "image", td_ctl_get_str(r, "/image"));
+	/* A daemon older than the network backends says nothing: its backend is a file. */
+	if (td_jsonc_get(r, "/backend")) {
+		snprintf(line, sizeof(line), "%s (%s)", td_ctl_get_str(r, "/backend"),
+			 td_ctl_get_str(r, "/backend_target"));
+		kv_add(t, "backend", line);
+	}
 	snprintf(line, sizeof(line), "%s (%s bytes)",
 		 td_ctl_fmt_size(td_ctl_get_u64(r, "/size"), a, sizeof(a)),
 		 td_ctl_get_num(r, "/size", b, sizeof(b)));

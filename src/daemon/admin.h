@@ -56,8 +56,9 @@ struct td_admin_params {
 	struct td_trace *trace;
 	struct td_config *config;	/* read under config_lock */
 	pthread_mutex_t *config_lock;
-	const char *image;
+	const char *image;		/* the image path, "rbd:POOL/IMAGE" or the NBD URI */
 	uint64_t image_size;
+	const char *backend;		/* "file", "rbd" or "nbd" (static); NULL: "file" */
 	const char *disk_path;		/* unused; the front end is set later */
 };
 

@@ -136,6 +136,8 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_i64(out, o, "pid", getpid());
 	td_admin_put_u64(out, o, "uptime_s", (td_now_ns() - a->start_ns) / TD_NSEC_PER_SEC);
 	td_admin_put_str(out, o, "image", a->image);
+	td_admin_put_str(out, o, "backend", a->p.backend ? a->p.backend : "file");
+	td_admin_put_str(out, o, "backend_target", a->image);
 	td_admin_put_u64(out, o, "size", a->p.image_size);
 	pthread_mutex_lock(&a->fe_lock);
 	td_admin_put_str(out, o, "disk", a->disk_path ? a->disk_path : "");

@@ -24,6 +24,12 @@ void td_config_free(struct td_config *c)
 	free(c->mountpoint);
 	free(c->socket);
 	free(c->socket_group);
+	free(c->rbd_pool);
+	free(c->rbd_image);
+	free(c->rbd_conf);
+	free(c->rbd_id);
+	free(c->rbd_keyring);
+	free(c->nbd_uri);
 	free(c->config_file);
 	free(c->origin_file);
 	td_cfg_strv_free(c->fuse_opts, c->nr_fuse_opts);

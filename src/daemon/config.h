@@ -14,7 +14,8 @@
  *
  *   /etc/tagdisk/vm1.ini:7: [tags] depth = "0": must be between 1 and 4096
  *   /etc/tagdisk/vm1.ini:3: [queue] depth = "8": unknown key in [queue] (it belongs in [tags])
- *   /etc/tagdisk/vm1.ini:9: [bogus]: unknown section (known: disk, queue, tags, drive, admin)
+ *   /etc/tagdisk/vm1.ini:9: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd,
+ *   admin)
  *   --depth "0": must be between 1 and 4096
  *   [tags] depth = "0": must be between 1 and 4096          (td_config_set, defaults)
  *
@@ -39,6 +40,9 @@
  *  - choices (mode, model, write_cache): the listed words, in any case.
  *    Elevator names must match a registered elevator exactly.
  *  - [admin] socket_mode: octal digits, with or without a leading 0.
+ *  - [rbd] pool, image and id: 1..255 bytes, no '/', '@' or control characters.
+ *  - [nbd] uri: an NBD URI (nbd://, nbds://, nbd+unix:// or nbds+unix://;
+ *    the unix forms need a socket= parameter), no space or control character.
  *  - strings and paths: as iniparser leaves them (trimmed, quotes removed,
  *    cut at an unquoted ';' or '#'). Sections and keys are case-insensitive
  *    (iniparser lowercases them). A key given twice takes its last value.
@@ -75,7 +79,18 @@
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
 /* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
-#define TD_CONFIG_NR_KEYS 37
+#define TD_CONFIG_NR_KEYS 45
+/* Longest [rbd] pool, image or id, in bytes. */
+#define TD_CONFIG_RBD_NAME_MAX 255
+/* Most [nbd] connections. */
+#define TD_CONFIG_NBD_CONNECTIONS_MAX 16
+
+/* Where the drive keeps the disk's data ([drive] backend). */
+enum td_config_backend {
+	TD_CONFIG_BACKEND_FILE, /* [disk] image, a local file (default) */
+	TD_CONFIG_BACKEND_RBD,	/* [rbd] pool/image, a Ceph RBD image */
+	TD_CONFIG_BACKEND_NBD,	/* [nbd] uri, an NBD server's export */
+};
 
 /*
  * Where the value of one key came from, for messages only: the command-line
@@ -89,11 +104,13 @@ struct td_config_origin {
 
 /*
  * Every setting, typed. Defaults are those of td_config_keys[]. Strings are
- * owned by the struct; a NULL path means "not set".
+ * owned by the struct; a NULL path means "not set", and for a key with a
+ * default text (rbd_pool, rbd_conf, rbd_id) that default: read those with
+ * td_config_str().
  */
 struct td_config {
 	/* [disk] */
-	char *image;			   /* required */
+	char *image;			   /* required with backend file, refused with the others */
 	uint64_t size_bytes;		   /* 0: the existing image's size */
 	char *mountpoint;		   /* required */
 	char name[TD_CONFIG_NAME_MAX + 1]; /* file name of the disk in the mountpoint */
@@ -114,6 +131,7 @@ struct td_config {
 	unsigned int depth;
 
 	/* [drive] */
+	enum td_config_backend backend;
 	unsigned int workers; /* 0: commands run in the dispatching thread */
 	enum td_drive_model model;
 	struct td_hdd_params hdd; /* hdd_* keys */
@@ -124,6 +142,17 @@ struct td_config {
 	uint32_t max_retries;
 	uint32_t shutdown_timeout_ms; /* on SIGTERM, wait this long for I/O, then EIO; 0: forever */
 	uint64_t seed;
+
+	/* [rbd]: used with backend rbd only */
+	char *rbd_pool;	   /* NULL: "rbd" */
+	char *rbd_image;   /* required with backend rbd */
+	char *rbd_conf;	   /* NULL: "/etc/ceph/ceph.conf" */
+	char *rbd_id;	   /* NULL: "admin" */
+	char *rbd_keyring; /* NULL: what the Ceph configuration names */
+
+	/* [nbd]: used with backend nbd only */
+	char *nbd_uri; /* required with backend nbd */
+	uint32_t nbd_connections;
 
 	/* [admin] */
 	char *socket;	    /* NULL until set; td_config_validate() fills the default */
@@ -171,6 +200,38 @@ const struct td_config_key *td_config_find_key(const char *section, const char *
  * false for an unknown key.
  */
 bool td_config_key_live(const char *section, const char *key) td_nonnull(1, 2);
+
+/* Return: the name of @b as [drive] backend writes it ("file", "rbd", "nbd"). */
+const char *td_config_backend_name(enum td_config_backend b);
+
+/*
+ * Return: @c's value of the string key [@section] @key (a path, name or
+ * URI), its default text when unset, or NULL when unset without a default.
+ * The string is @c's or static: valid while @c is unchanged.
+ */
+const char *td_config_str(const struct td_config *c, const char *section, const char *key)
+    td_nonnull(1, 2, 3);
+
+/*
+ * Store in @unused the entries of the keys the user gave (in the file or on
+ * the command line) that @c's backend does not use: [rbd] keys unless
+ * backend = rbd, [nbd] keys unless backend = nbd (up to @max of them, in
+ * table order; @unused may be NULL when @max is 0). Such keys are accepted,
+ * so one file can keep every backend's settings; the daemon logs them once.
+ * Return: how many there are.
+ */
+size_t td_config_unused_keys(const struct td_config *c, const struct td_config_key **unused,
+			     size_t max) td_nonnull(1);
+
+/*
+ * The size a backend reports, @size bytes, checked against @c: a nonzero
+ * multiple of logical_block_size, and equal to [disk] size when that is set
+ * (for rbd, an image that existed; for nbd, the export). @what names the
+ * backend's store in the message ("the RBD image \"rbd/vm1\"").
+ * Return: 0 or -EINVAL with one message in @err naming where size came from.
+ */
+int td_config_check_backend_size(const struct td_config *c, const char *what, uint64_t size,
+				 char *err, size_t errlen) td_nonnull(1, 2);
 
 /* Fill @c with the built-in defaults. Allocates nothing; @c's old contents are ignored. */
 void td_config_init(struct td_config *c) td_nonnull(1);
@@ -249,7 +310,9 @@ int td_config_build(struct td_config *c, const struct td_cmdline *cl, char *err,
     td_nonnull(1, 2);
 
 /*
- * The checks that need nothing but @c: required keys set, size a multiple
+ * The checks that need nothing but @c: required keys set ([disk] image with
+ * backend file, [rbd] image with rbd, [nbd] uri with nbd; [disk] image given
+ * with rbd or nbd is an error, as two places for one disk), size a multiple
  * of logical_block_size, hdd_seek_full_us >= hdd_seek_track_us, max_sectors
  * a multiple of logical_block_size / 512. A message names where the value
  * came from (origin[]).
@@ -258,8 +321,8 @@ int td_config_build(struct td_config *c, const struct td_cmdline *cl, char *err,
 int td_config_check(const struct td_config *c, char *err, size_t errlen) td_nonnull(1);
 
 /*
- * Make image, mountpoint and socket absolute (against the current
- * directory) and fill the default socket (td_config_default_socket() with
+ * Make image, mountpoint, socket, [rbd] conf and keyring absolute (against
+ * the current directory) and fill the default socket (td_config_default_socket() with
  * geteuid()) when none is set. Looks at no file. Run it on a freshly built
  * config before comparing it with a validated one (td_config_diff), so that
  * the same settings compare equal.
@@ -269,10 +332,11 @@ int td_config_resolve(struct td_config *c, char *err, size_t errlen) td_nonnull(
 
 /*
  * td_config_check(), td_config_resolve(), then the checks against the
- * system: the mountpoint is a directory; an existing image is a regular
- * file whose size is a nonzero multiple of logical_block_size and equals
- * size when size is set; a missing image has a size and an existing
- * directory; socket_group exists; the socket path fits a sockaddr_un. Fills
+ * system: the mountpoint is a directory; with backend file, an existing
+ * image is a regular file whose size is a nonzero multiple of
+ * logical_block_size and equals size when size is set, and a missing image
+ * has a size and an existing directory (a network backend's image is
+ * checked when the daemon opens it); socket_group exists; the socket path fits a sockaddr_un. Fills
  * socket_gid. Creates, opens for writing or changes nothing outside @c.
  * Return: 0; -EINVAL with one message in @err; -ENOMEM.
  */

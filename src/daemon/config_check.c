@@ -41,14 +41,55 @@ static int bad(const struct td_config *c, enum td_cfg_key id, const char *value,
 	return td_cfg_bad_value(id, &w, value, err, errlen, "%s", why);
 }
 
+/* Return: whether the user gave key @id (in the file or on the command line). */
+static bool given(const struct td_config *c, enum td_cfg_key id)
+{
+	return c->origin[id].option || c->origin[id].line;
+}
+
+/* The keys that say where the disk lives, for @c's backend. */
+static int check_backend(const struct td_config *c, char *err, size_t errlen)
+{
+	const char *name = td_config_backend_name(c->backend);
+
+	switch (c->backend) {
+	case TD_CONFIG_BACKEND_FILE:
+		if (!c->image)
+			return td_cfg_fail(err, errlen,
+					   "[disk] image is not set (give it in the config file or"
+					   " with --image)");
+		return 0;
+	case TD_CONFIG_BACKEND_RBD:
+		if (!c->rbd_image)
+			return td_cfg_fail(err, errlen,
+					   "[rbd] image is not set (required with [drive] backend ="
+					   " rbd)");
+		break;
+	case TD_CONFIG_BACKEND_NBD:
+		if (!c->nbd_uri)
+			return td_cfg_fail(err, errlen,
+					   "[nbd] uri is not set (required with [drive] backend ="
+					   " nbd)");
+		break;
+	}
+	/* Two places for one disk: refuse rather than guess which one is meant. */
+	if (c->image)
+		return bad(c, KEY_DISK_IMAGE, c->image, err, errlen,
+			   "conflicts with [drive] backend = %s (the disk is %s; remove"
+			   " [disk] image)",
+			   name,
+			   c->backend == TD_CONFIG_BACKEND_RBD ? "[rbd] pool/image" : "[nbd] uri");
+	return 0;
+}
+
 int td_config_check(const struct td_config *c, char *err, size_t errlen)
 {
 	char value[32];
+	int ret;
 
-	if (!c->image)
-		return td_cfg_fail(err, errlen,
-				   "[disk] image is not set (give it in the config file or with"
-				   " --image)");
+	ret = check_backend(c, err, errlen);
+	if (ret)
+		return ret;
 	if (!c->mountpoint)
 		return td_cfg_fail(err, errlen,
 				   "[disk] mountpoint is not set (give it in the config file or"
@@ -149,7 +190,7 @@ static int make_absolute(struct td_config *c, enum td_cfg_key id, char *err, siz
 	size_t len = strlen(*path);
 	char *abs;
 
-	assert(td_cfg_rules[id].kind == KIND_PATH);
+	assert(td_cfg_rules[id].kind == KIND_PATH || td_cfg_rules[id].kind == KIND_OPT_PATH);
 	if ((*path)[0] == '/' && (len == 1 || (*path)[len - 1] != '/'))
 		return 0;
 	abs = td_cfg_absolute_path(*path);
@@ -170,6 +211,10 @@ int td_config_resolve(struct td_config *c, char *err, size_t errlen)
 
 	if (c->image)
 		ret = make_absolute(c, KEY_DISK_IMAGE, err, errlen);
+	if (!ret && c->rbd_conf)
+		ret = make_absolute(c, KEY_RBD_CONF, err, errlen);
+	if (!ret && c->rbd_keyring)
+		ret = make_absolute(c, KEY_RBD_KEYRING, err, errlen);
 	if (!ret && c->mountpoint)
 		ret = make_absolute(c, KEY_DISK_MOUNTPOINT, err, errlen);
 	if (!ret && c->socket)
@@ -260,7 +305,10 @@ int td_config_validate(struct td_config *c, char *err, size_t errlen)
 	if (!S_ISDIR(st.st_mode))
 		return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "not a directory");
 
-	if (stat(c->image, &st) == 0)
+	/* A network backend's image is there to see only once connected (td_store_open()). */
+	if (c->backend != TD_CONFIG_BACKEND_FILE)
+		ret = 0;
+	else if (stat(c->image, &st) == 0)
 		ret = check_existing_image(c, &st, err, errlen);
 	else if (errno == ENOENT)
 		ret = check_new_image(c, err, errlen);
@@ -283,5 +331,48 @@ int td_config_validate(struct td_config *c, char *err, size_t errlen)
 		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
 			   "longer than the %zu bytes a Unix socket path may have",
 			   sizeof(addr.sun_path) - 1);
+	return 0;
+}
+
+size_t td_config_unused_keys(const struct td_config *c, const struct td_config_key **unused,
+			     size_t max)
+{
+	size_t n = 0;
+
+	for (unsigned int i = 0; i < NR_KEYS; i++) {
+		const char *section = td_config_keys[i].section;
+		bool used;
+
+		if (strcmp(section, "rbd") == 0)
+			used = c->backend == TD_CONFIG_BACKEND_RBD;
+		else if (strcmp(section, "nbd") == 0)
+			used = c->backend == TD_CONFIG_BACKEND_NBD;
+		else
+			continue;
+		if (used || !given(c, (enum td_cfg_key)i))
+			continue;
+		if (n < max)
+			unused[n] = &td_config_keys[i];
+		n++;
+	}
+	return n;
+}
+
+int td_config_check_backend_size(const struct td_config *c, const char *what, uint64_t size,
+				 char *err, size_t errlen)
+{
+	char have[32], want[32];
+
+	if (size == 0 || size % c->logical_block_size)
+		return td_cfg_fail(err, errlen,
+				   "%s: its size (%llu bytes) is not a nonzero multiple of"
+				   " logical_block_size (%u)",
+				   what, (unsigned long long)size, c->logical_block_size);
+	if (c->size_bytes && c->size_bytes != size) {
+		td_format_size(c->size_bytes, want, sizeof(want));
+		td_format_size(size, have, sizeof(have));
+		return bad(c, KEY_DISK_SIZE, want, err, errlen, "%s is %s (%llu bytes)", what, have,
+			   (unsigned long long)size);
+	}
 	return 0;
 }

@@ -43,6 +43,7 @@ enum td_cfg_key {
 	KEY_QUEUE_FIFO_BATCH,
 	KEY_QUEUE_WRITES_STARVED,
 	KEY_TAGS_DEPTH,
+	KEY_DRIVE_BACKEND,
 	KEY_DRIVE_WORKERS,
 	KEY_DRIVE_MODEL,
 	KEY_DRIVE_HDD_RPM,
@@ -59,6 +60,13 @@ enum td_cfg_key {
 	KEY_DRIVE_MAX_RETRIES,
 	KEY_DRIVE_SHUTDOWN_TIMEOUT_MS,
 	KEY_DRIVE_SEED,
+	KEY_RBD_POOL,
+	KEY_RBD_IMAGE,
+	KEY_RBD_CONF,
+	KEY_RBD_ID,
+	KEY_RBD_KEYRING,
+	KEY_NBD_URI,
+	KEY_NBD_CONNECTIONS,
 	KEY_ADMIN_SOCKET,
 	KEY_ADMIN_SOCKET_MODE,
 	KEY_ADMIN_SOCKET_GROUP,
@@ -70,8 +78,12 @@ _Static_assert(NR_KEYS == TD_CONFIG_NR_KEYS, "TD_CONFIG_NR_KEYS counts enum td_c
 /* How a key's value is parsed and where it is stored. */
 enum td_cfg_kind {
 	KIND_INVALID = 0, /* a key without a rule: caught by an assert */
-	KIND_PATH,	  /* char *, non-empty */
+	KIND_PATH,	  /* char *, non-empty; NULL = the key's default text, if any */
+	KIND_OPT_PATH,	  /* char *, empty = NULL */
 	KIND_GROUP,	  /* char *, empty = NULL */
+	KIND_RBD_NAME,	  /* char *, 1..255 bytes, no '/', '@' or control character */
+	KIND_NBD_URI,	  /* char *, an NBD URI */
+	KIND_BACKEND,	  /* enum td_config_backend */
 	KIND_NAME,	  /* the disk name, char[] */
 	KIND_ELEVATOR,	  /* a registered elevator's name, char[] */
 	KIND_SIZE,	  /* uint64_t bytes in [min, max] */
@@ -105,6 +117,7 @@ extern const char *const td_cfg_queue_mode_names[3];
 extern const char *const td_cfg_model_names[3];
 extern const char *const td_cfg_write_cache_names[3];
 extern const char *const td_cfg_transport_names[3];
+extern const char *const td_cfg_backend_names[3];
 
 /* ---- config_keys.c ---------------------------------------------------- */
 

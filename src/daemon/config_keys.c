@@ -36,9 +36,11 @@ _Static_assert(__builtin_types_compatible_p(unsigned int, uint32_t), "unsigned i
 const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_DISK_IMAGE] =
 	K("disk", "image", "path", NULL, false,
-	  "disk image file (required); created sparse when missing, which needs size"),
+	  "disk image file (required with backend file, refused with rbd and nbd);"
+	  " created sparse when missing, which needs size"),
     [KEY_DISK_SIZE] = K("disk", "size", "size", "0", false,
-			"image size in bytes, K/M/G/T suffixes; 0 = the existing image's size"),
+			"image size in bytes, K/M/G/T suffixes; 0 = the existing image's size"
+			" (rbd: size of an image to create; nbd: must equal the export's)"),
     [KEY_DISK_MOUNTPOINT] = K("disk", "mountpoint", "path", NULL, false,
 			      "directory where the disk file appears (required)"),
     [KEY_DISK_NAME] = K("disk", "name", "string", "disk", false,
@@ -77,6 +79,9 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 				   "deadline: read batches before writes must go: 0..1024"),
     [KEY_TAGS_DEPTH] = K("tags", "depth", "number", "32", true,
 			 "tagged commands outstanding at the drive at once: 1..4096"),
+    [KEY_DRIVE_BACKEND] = K("drive", "backend", "choice", "file", false,
+			    "where the data lives: file ([disk] image), rbd ([rbd] pool/image)"
+			    " or nbd ([nbd] uri)"),
     [KEY_DRIVE_WORKERS] = K("drive", "workers", "number", "0", false,
 			    "drive threads: 0..256; 0 runs commands in the dispatching thread"
 			    " (hdd always uses one actuator, ssd at least one thread)"),
@@ -114,6 +119,24 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 					" the rest with EIO, in ms: 0..3600000; 0 = forever"),
     [KEY_DRIVE_SEED] = K("drive", "seed", "number", "1", false,
 			 "seed of random fault injection, decimal or 0x hex: 0..2^64-1"),
+    [KEY_RBD_POOL] = K("rbd", "pool", "string", "rbd", false,
+		       "backend rbd: the Ceph pool holding the image"),
+    [KEY_RBD_IMAGE] = K("rbd", "image", "string", NULL, false,
+			"backend rbd: the RBD image (required); created when missing, which"
+			" needs [disk] size"),
+    [KEY_RBD_CONF] = K("rbd", "conf", "path", "/etc/ceph/ceph.conf", false,
+		       "backend rbd: the Ceph configuration file"),
+    [KEY_RBD_ID] = K("rbd", "id", "string", "admin", false,
+		     "backend rbd: the Ceph client name, without \"client.\""),
+    [KEY_RBD_KEYRING] = K("rbd", "keyring", "path", "", false,
+			  "backend rbd: the keyring file; empty = what the Ceph configuration"
+			  " names"),
+    [KEY_NBD_URI] = K("nbd", "uri", "string", NULL, false,
+		      "backend nbd: the export, nbd://HOST[:PORT]/NAME, nbds://...,"
+		      " nbd+unix:///NAME?socket=PATH or nbds+unix://... (required)"),
+    [KEY_NBD_CONNECTIONS] = K("nbd", "connections", "number", "1", false,
+			      "backend nbd: connections to the server, 1..16 (more than 1"
+			      " only when it allows multi-conn)"),
     [KEY_ADMIN_SOCKET] = K("admin", "socket", "path", NULL, false,
 			   "admin socket; default /run/tagdisk/<name>.sock as root,"
 			   " else beside the mountpoint"),
@@ -150,6 +173,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_QUEUE_FIFO_BATCH] = R(KIND_U32, 1, 4096, tunables.fifo_batch),
     [KEY_QUEUE_WRITES_STARVED] = R(KIND_U32, 0, 1024, tunables.writes_starved),
     [KEY_TAGS_DEPTH] = R(KIND_U32, 1, TD_TAG_DEPTH_MAX, depth),
+    [KEY_DRIVE_BACKEND] = R(KIND_BACKEND, 0, 0, backend),
     [KEY_DRIVE_WORKERS] = R(KIND_U32, 0, 256, workers),
     [KEY_DRIVE_MODEL] = R(KIND_MODEL, 0, 0, model),
     [KEY_DRIVE_HDD_RPM] = R(KIND_U32, 1000, 30000, hdd.rpm),
@@ -166,6 +190,13 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_DRIVE_MAX_RETRIES] = R(KIND_U32, 0, 100, max_retries),
     [KEY_DRIVE_SHUTDOWN_TIMEOUT_MS] = R(KIND_U32, 0, 3600000, shutdown_timeout_ms),
     [KEY_DRIVE_SEED] = R(KIND_SEED, 0, UINT64_MAX, seed),
+    [KEY_RBD_POOL] = R(KIND_RBD_NAME, 1, TD_CONFIG_RBD_NAME_MAX, rbd_pool),
+    [KEY_RBD_IMAGE] = R(KIND_RBD_NAME, 1, TD_CONFIG_RBD_NAME_MAX, rbd_image),
+    [KEY_RBD_CONF] = R(KIND_PATH, 0, 0, rbd_conf),
+    [KEY_RBD_ID] = R(KIND_RBD_NAME, 1, TD_CONFIG_RBD_NAME_MAX, rbd_id),
+    [KEY_RBD_KEYRING] = R(KIND_OPT_PATH, 0, 0, rbd_keyring),
+    [KEY_NBD_URI] = R(KIND_NBD_URI, 0, 0, nbd_uri),
+    [KEY_NBD_CONNECTIONS] = R(KIND_U32, 1, TD_CONFIG_NBD_CONNECTIONS_MAX, nbd_connections),
     [KEY_ADMIN_SOCKET] = R(KIND_PATH, 0, 0, socket),
     [KEY_ADMIN_SOCKET_MODE] = R(KIND_OCTAL, 0, 0777, socket_mode),
     [KEY_ADMIN_SOCKET_GROUP] = R(KIND_GROUP, 0, 0, socket_group),
@@ -173,7 +204,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
 
 #undef R
 
-const char *const td_cfg_sections[] = {"disk", "queue", "tags", "drive", "admin"};
+const char *const td_cfg_sections[] = {"disk", "queue", "tags", "drive", "rbd", "nbd", "admin"};
 const size_t td_cfg_nr_sections = TD_ARRAY_SIZE(td_cfg_sections);
 
 const char *const td_cfg_queue_mode_names[3] = {
@@ -184,6 +215,11 @@ const char *const td_cfg_transport_names[3] = {
     [TD_TRANSPORT_CLASSIC] = "classic",
     [TD_TRANSPORT_AUTO] = "auto",
     [TD_TRANSPORT_URING] = "uring",
+};
+const char *const td_cfg_backend_names[3] = {
+    [TD_CONFIG_BACKEND_FILE] = "file",
+    [TD_CONFIG_BACKEND_RBD] = "rbd",
+    [TD_CONFIG_BACKEND_NBD] = "nbd",
 };
 const char *const td_cfg_write_cache_names[3] = {
     [TD_WC_WRITEBACK] = "writeback",
@@ -256,6 +292,29 @@ const struct td_config_key *td_config_find_key(const char *section, const char *
 	return id < NR_KEYS ? &td_config_keys[id] : NULL;
 }
 
+const char *td_config_backend_name(enum td_config_backend b)
+{
+	if ((unsigned int)b >= TD_ARRAY_SIZE(td_cfg_backend_names))
+		return "?";
+	return td_cfg_backend_names[b];
+}
+
+const char *td_config_str(const struct td_config *c, const char *section, const char *key)
+{
+	const struct td_config_key *k = td_config_find_key(section, key);
+	const struct td_cfg_rule *r;
+	const char *s;
+
+	assert(k);
+	r = &td_cfg_rules[td_cfg_key_id(k)];
+	assert(r->kind == KIND_PATH || r->kind == KIND_OPT_PATH || r->kind == KIND_GROUP ||
+	       r->kind == KIND_RBD_NAME || r->kind == KIND_NBD_URI);
+	s = *(char *const *)((const char *)c + r->offset);
+	if (s)
+		return s;
+	return k->default_value && *k->default_value ? k->default_value : NULL;
+}
+
 bool td_config_key_live(const char *section, const char *key)
 {
 	const struct td_config_key *k = td_config_find_key(section, key);
@@ -282,6 +341,7 @@ void td_config_init(struct td_config *c)
 			 .fifo_batch = 16,
 			 .writes_starved = 2},
 	    .depth = 32,
+	    .backend = TD_CONFIG_BACKEND_FILE,
 	    .workers = 0,
 	    .model = TD_MODEL_NONE,
 	    .hdd = {.rpm = 7200,
@@ -297,6 +357,7 @@ void td_config_init(struct td_config *c)
 	    .max_retries = 5,
 	    .shutdown_timeout_ms = 30000,
 	    .seed = 1,
+	    .nbd_connections = 1,
 	    .socket_mode = 0660,
 	    .socket_gid = (gid_t)-1,
 	};

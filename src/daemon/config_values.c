@@ -180,6 +180,91 @@ static int check_name(enum td_cfg_key id, const struct td_cfg_where *w, const ch
 	return 0;
 }
 
+/* A Ceph pool, image or client name: what fits in "pool/image@snap" unambiguously. */
+static int check_rbd_name(enum td_cfg_key id, const struct td_cfg_where *w, const char *value,
+			  char *err, size_t errlen)
+{
+	size_t len = strlen(value);
+
+	if (len == 0)
+		return td_cfg_bad_value(id, w, value, err, errlen, "must not be empty");
+	if (len > TD_CONFIG_RBD_NAME_MAX)
+		return td_cfg_bad_value(id, w, value, err, errlen, "longer than %d bytes",
+					TD_CONFIG_RBD_NAME_MAX);
+	for (const char *p = value; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"must not contain control characters");
+		if (*p == '/' || *p == '@')
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"must not contain '/' or '@'");
+	}
+	return 0;
+}
+
+/* The URI schemes libnbd connects to; the unix ones name their socket in the query. */
+static const struct {
+	const char *prefix;
+	bool unix_socket;
+} nbd_schemes[] = {
+    {"nbd://", false},
+    {"nbds://", false},
+    {"nbd+unix://", true},
+    {"nbds+unix://", true},
+};
+
+/* Return: whether the query of @uri (after its '?') has a non-empty socket= parameter. */
+static bool nbd_uri_has_socket(const char *uri)
+{
+	const char *q = strchr(uri, '?');
+
+	while (q) {
+		q++;
+		if (strncmp(q, "socket=", 7) == 0 && q[7] && q[7] != '&')
+			return true;
+		q = strchr(q, '&');
+	}
+	return false;
+}
+
+/*
+ * An NBD URI as libnbd takes it (nbd_connect_uri): a known scheme, a host
+ * for the TCP ones, a socket= parameter for the unix ones. The rest (port,
+ * export, TLS parameters) is libnbd's to judge when the daemon connects.
+ */
+static int check_nbd_uri(enum td_cfg_key id, const struct td_cfg_where *w, const char *value,
+			 char *err, size_t errlen)
+{
+	const char *rest = NULL;
+	bool unix_socket = false;
+
+	if (!*value)
+		return td_cfg_bad_value(id, w, value, err, errlen, "must not be empty");
+	for (const char *p = value; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"must not contain spaces or control characters");
+	for (size_t i = 0; i < TD_ARRAY_SIZE(nbd_schemes); i++) {
+		size_t n = strlen(nbd_schemes[i].prefix);
+
+		if (strncmp(value, nbd_schemes[i].prefix, n) == 0) {
+			rest = value + n;
+			unix_socket = nbd_schemes[i].unix_socket;
+			break;
+		}
+	}
+	if (!rest)
+		return td_cfg_bad_value(id, w, value, err, errlen,
+					"not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://...,"
+					" nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)");
+	if (unix_socket && !nbd_uri_has_socket(rest))
+		return td_cfg_bad_value(id, w, value, err, errlen,
+					"a unix NBD URI needs ?socket=PATH");
+	if (!unix_socket && (!*rest || *rest == '/' || *rest == '?' || *rest == ':'))
+		return td_cfg_bad_value(id, w, value, err, errlen, "no host after the scheme");
+	return 0;
+}
+
 static int parse_octal_mode(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -231,8 +316,26 @@ static int store_value(struct td_config *c, enum td_cfg_key id, const char *valu
 		if (!*value)
 			return td_cfg_bad_value(id, w, value, err, errlen, "must not be empty");
 		return set_string(field, value, err, errlen);
+	case KIND_OPT_PATH:
 	case KIND_GROUP:
 		return set_string(field, *value ? value : NULL, err, errlen);
+	case KIND_RBD_NAME:
+		ret = check_rbd_name(id, w, value, err, errlen);
+		if (ret)
+			return ret;
+		return set_string(field, value, err, errlen);
+	case KIND_NBD_URI:
+		ret = check_nbd_uri(id, w, value, err, errlen);
+		if (ret)
+			return ret;
+		return set_string(field, value, err, errlen);
+	case KIND_BACKEND:
+		idx = find_name(td_cfg_backend_names, TD_ARRAY_SIZE(td_cfg_backend_names), value);
+		if (idx < 0)
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"must be file, rbd or nbd");
+		c->backend = (enum td_config_backend)idx;
+		return 0;
 	case KIND_NAME:
 		ret = check_name(id, w, value, err, errlen);
 		if (ret)
@@ -361,6 +464,14 @@ static bool str_equal(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* Return: the string field @f of key @id, or the key's default text when unset (or NULL). */
+static const char *str_value(enum td_cfg_key id, const void *f)
+{
+	const char *s = *(char *const *)f;
+
+	return s ? s : td_config_keys[id].default_value;
+}
+
 bool td_cfg_value_equal(const struct td_config *a, const struct td_config *b, enum td_cfg_key id)
 {
 	const struct td_cfg_rule *r = &td_cfg_rules[id];
@@ -370,8 +481,11 @@ bool td_cfg_value_equal(const struct td_config *a, const struct td_config *b, en
 	assert(id < NR_KEYS);
 	switch (r->kind) {
 	case KIND_PATH:
+	case KIND_OPT_PATH:
 	case KIND_GROUP:
-		return str_equal(*(char *const *)fa, *(char *const *)fb);
+	case KIND_RBD_NAME:
+	case KIND_NBD_URI:
+		return str_equal(str_value(id, fa), str_value(id, fb));
 	case KIND_NAME:
 	case KIND_ELEVATOR:
 		return strcmp(fa, fb) == 0;
@@ -387,6 +501,8 @@ bool td_cfg_value_equal(const struct td_config *a, const struct td_config *b, en
 		return a->mode == b->mode;
 	case KIND_TRANSPORT:
 		return a->transport == b->transport;
+	case KIND_BACKEND:
+		return a->backend == b->backend;
 	case KIND_MODEL:
 		return a->model == b->model;
 	case KIND_WRITE_CACHE:
@@ -416,8 +532,11 @@ int td_config_format_value(const struct td_config *c, const struct td_config_key
 
 	switch (r->kind) {
 	case KIND_PATH:
+	case KIND_OPT_PATH:
 	case KIND_GROUP:
-		s = *(char *const *)f;
+	case KIND_RBD_NAME:
+	case KIND_NBD_URI:
+		s = str_value(id, f);
 		return snprintf(buf, len, "%s", s ? s : "");
 	case KIND_NAME:
 	case KIND_ELEVATOR:
@@ -439,6 +558,10 @@ int td_config_format_value(const struct td_config *c, const struct td_config_key
 		return snprintf(buf, len, "%s",
 				name_of(td_cfg_transport_names,
 					TD_ARRAY_SIZE(td_cfg_transport_names), c->transport));
+	case KIND_BACKEND:
+		return snprintf(
+		    buf, len, "%s",
+		    name_of(td_cfg_backend_names, TD_ARRAY_SIZE(td_cfg_backend_names), c->backend));
 	case KIND_MODEL:
 		return snprintf(
 		    buf, len, "%s",

@@ -42,6 +42,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "common/compiler.h"
+#include "tagdisk/backend.h"
+
+struct td_config;
 
 struct td_image {
 	int fd;
@@ -65,6 +68,44 @@ void td_image_close(struct td_image *img, bool remove_if_created) td_nonnull(1);
 
 /* Return: the pid of a process holding an OFD lock on (@dev, @ino), other than us, or 0. */
 pid_t td_image_lock_holder(dev_t dev, ino_t ino);
+
+/*
+ * Where the disk's data lives, open: [drive] backend's store. With backend
+ * file that is the image file, opened and locked by td_image_open(); with
+ * rbd or nbd a network backend, whose open takes its own exclusive lock
+ * (rbd) or connection (nbd), and img.fd is -1.
+ */
+struct td_store {
+	struct td_image img;	/* backend file; fd -1 otherwise */
+	struct td_backend be;	/* ops NULL once td_store_take_backend() gave it away */
+	struct td_backend ref;	/* the same, borrowed: for a last flush while the drive owns it */
+	uint64_t size;		/* bytes, as the backend says */
+	const char *kind;	/* "file", "rbd" or "nbd" (static) */
+	char *target;		/* the image path, "rbd:POOL/IMAGE" or the NBD URI */
+};
+
+/*
+ * Open @c's backend: the image file (created sparse with [disk] size when
+ * missing), a Ceph RBD image (created with [disk] size when missing) or an
+ * NBD export; then check the size it reports against [disk] size and
+ * logical_block_size (td_config_check_backend_size()).
+ * Return: 0; or a negative errno with one line in @err, nothing left open
+ * and an image file created here removed: -EBUSY when another process or
+ * client holds the image; -EINVAL when its size does not fit the
+ * configuration; -ENOENT when an RBD image, pool or file named by the
+ * configuration does not exist; another errno otherwise.
+ */
+int td_store_open(struct td_store *s, const struct td_config *c, char *err, size_t errlen)
+	td_nonnull(1, 2, 3);
+
+/* Return: the backend, for struct td_drive_params; the drive owns it from now on. */
+struct td_backend td_store_take_backend(struct td_store *s) td_nonnull(1);
+
+/*
+ * Close what td_store_open() opened and the drive did not take. With
+ * @remove_if_created, remove an image file this process created.
+ */
+void td_store_close(struct td_store *s, bool remove_if_created) td_nonnull(1);
 
 /* Send @state (e.g. "READY=1\nSTATUS=serving") to the service manager. Return: 0 or -errno. */
 int td_notify(const char *state) td_nonnull(1);

@@ -75,6 +75,7 @@ static void fill_attr(struct td_frontend *fe, fuse_ino_t ino, struct stat *st)
 	/*
 	 * Report the image's real allocation, so discards show up in du, plus what the cache
 	 * holds (perhaps counted twice, never missed: a copy must not think it sparser).
+	 * Without an image file (a network backend) the whole size counts as allocated.
 	 */
 	if (fe->image_fd >= 0 && fstat(fe->image_fd, &img) == 0) {
 		blkcnt_t cached = (blkcnt_t)(cs.cached_bytes >> TD_SECTOR_SHIFT);
@@ -250,7 +251,9 @@ static void fe_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /*
  * SEEK_DATA / SEEK_HOLE on the disk: data is what the image holds (discards punch holes in
- * it) and what the write cache holds (fe_wcache()). Return: the offset or a negative errno.
+ * it) and what the write cache holds (fe_wcache()). Without an image file (a network
+ * backend) nothing tells where holes are: the whole disk is data, as on a device without
+ * discard tracking. Return: the offset or a negative errno.
  */
 static off_t disk_seek(struct td_frontend *fe, off_t off, int whence)
 {
@@ -261,6 +264,8 @@ static off_t disk_seek(struct td_frontend *fe, off_t off, int whence)
 
 	if (off < 0 || off >= size)
 		return -ENXIO;
+	if (fe->image_fd < 0)
+		return whence == SEEK_DATA ? off : size;
 	if (whence == SEEK_DATA) {
 		bool cached = wc && td_wcache_next_cached(wc, (uint64_t)off, &start, &end);
 
@@ -297,7 +302,7 @@ static void fe_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	struct td_frontend *fe = fuse_req_userdata(req);
 
 	(void)fi;
-	if (ino != DISK_INO || fe->image_fd < 0 || (whence != SEEK_DATA && whence != SEEK_HOLE)) {
+	if (ino != DISK_INO || (whence != SEEK_DATA && whence != SEEK_HOLE)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

@@ -49,7 +49,7 @@ struct td_frontend_params {
 	bool parallel_direct_writes;   /* set FOPEN_PARALLEL_DIRECT_WRITES (default true) */
 	unsigned int max_threads;      /* FUSE threads at most */
 	unsigned int max_background;   /* the kernel's async request limit */
-	int image_fd;		       /* for st_blocks in getattr; -1 if none */
+	int image_fd;		       /* st_blocks, SEEK_DATA/HOLE; -1: none, all data */
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
 	enum td_fuse_transport transport; /* [disk] transport; zero: classic */

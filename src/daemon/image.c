@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * image.c - opening, creating and locking the disk image.
+ * image.c - opening, creating and locking the disk image, or connecting to
+ * the network backend that holds it instead ([drive] backend).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include "daemon/config.h"
 #include "daemon/daemon.h"
 
 /* Return: true when an fdinfo "lock:" line is an OFD lock on (@dev, @ino). */
@@ -164,4 +166,132 @@ void td_image_close(struct td_image *img, bool remove_if_created)
 		unlink(img->path);
 	free(img->path);
 	img->path = NULL;
+}
+
+/* The image file: today's path, OFD lock included. */
+static int store_open_file(struct td_store *s, const struct td_config *c, char *err,
+			   size_t errlen)
+{
+	int ret;
+
+	ret = td_image_open(&s->img, c->image, c->size_bytes, c->read_only, err, errlen);
+	if (ret)
+		return ret;
+	s->size = s->img.size;
+	s->target = strdup(c->image);
+	if (!s->target) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return td_backend_file_init(&s->be, s->img.fd);
+}
+
+static int store_open_rbd(struct td_store *s, const struct td_config *c, char *err,
+			  size_t errlen)
+{
+	const struct td_rbd_params p = {
+		.pool = td_config_str(c, "rbd", "pool"),
+		.image = c->rbd_image,
+		.conf = td_config_str(c, "rbd", "conf"),
+		.id = td_config_str(c, "rbd", "id"),
+		.keyring = c->rbd_keyring,
+	};
+	char msg[512] = "";
+	int ret;
+
+	if (asprintf(&s->target, "rbd:%s/%s", p.pool, p.image) < 0) {
+		s->target = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = td_backend_rbd_open(&s->be, &p, c->size_bytes, c->read_only, &s->size, msg,
+				  sizeof(msg));
+	if (ret) {
+		s->be.ops = NULL;
+		snprintf(err, errlen, "RBD image \"%s/%s\": %s", p.pool, p.image,
+			 msg[0] ? msg : strerror(-ret));
+	}
+	return ret;
+}
+
+static int store_open_nbd(struct td_store *s, const struct td_config *c, char *err,
+			  size_t errlen)
+{
+	const struct td_nbd_params p = {
+		.uri = c->nbd_uri,
+		.connections = c->nbd_connections,
+	};
+	char msg[512] = "";
+	int ret;
+
+	s->target = strdup(c->nbd_uri);
+	if (!s->target) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = td_backend_nbd_open(&s->be, &p, c->read_only, &s->size, msg, sizeof(msg));
+	if (ret) {
+		s->be.ops = NULL;
+		snprintf(err, errlen, "NBD export \"%s\": %s", c->nbd_uri,
+			 msg[0] ? msg : strerror(-ret));
+	}
+	return ret;
+}
+
+int td_store_open(struct td_store *s, const struct td_config *c, char *err, size_t errlen)
+{
+	char what[1024];
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->img.fd = -1;
+	s->kind = td_config_backend_name(c->backend);
+	switch (c->backend) {
+	case TD_CONFIG_BACKEND_FILE:
+		ret = store_open_file(s, c, err, errlen);
+		snprintf(what, sizeof(what), "the image \"%s\"", s->target ? s->target : "");
+		break;
+	case TD_CONFIG_BACKEND_RBD:
+		ret = store_open_rbd(s, c, err, errlen);
+		snprintf(what, sizeof(what), "the RBD image \"%s/%s\"",
+			 td_config_str(c, "rbd", "pool"), c->rbd_image);
+		break;
+	case TD_CONFIG_BACKEND_NBD:
+		ret = store_open_nbd(s, c, err, errlen);
+		snprintf(what, sizeof(what), "the NBD export \"%s\"", c->nbd_uri);
+		break;
+	default:
+		snprintf(err, errlen, "[drive] backend: unknown backend %d", (int)c->backend);
+		ret = -EINVAL;
+		break;
+	}
+	if (!ret)
+		ret = td_config_check_backend_size(c, what, s->size, err, errlen);
+	if (ret) {
+		td_store_close(s, true);
+		return ret;
+	}
+	s->ref = s->be;
+	return 0;
+}
+
+struct td_backend td_store_take_backend(struct td_store *s)
+{
+	struct td_backend be = s->be;
+
+	s->be.ops = NULL;
+	s->be.priv = NULL;
+	return be;
+}
+
+void td_store_close(struct td_store *s, bool remove_if_created)
+{
+	if (s->be.ops && s->be.ops->destroy)
+		s->be.ops->destroy(s->be.priv);
+	s->be.ops = NULL;
+	s->be.priv = NULL;
+	s->ref = s->be;
+	td_image_close(&s->img, remove_if_created);
+	free(s->target);
+	s->target = NULL;
 }

@@ -130,7 +130,9 @@ static int build_next(struct td_reload *r, struct td_config *next, char *err, si
 		ret = td_config_check(next, err, errlen);
 	if (!ret && (resolve_at(&next->image, r->start_dir) ||
 		     resolve_at(&next->mountpoint, r->start_dir) ||
-		     resolve_at(&next->socket, r->start_dir))) {
+		     resolve_at(&next->socket, r->start_dir) ||
+		     resolve_at(&next->rbd_conf, r->start_dir) ||
+		     resolve_at(&next->rbd_keyring, r->start_dir))) {
 		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
 	}

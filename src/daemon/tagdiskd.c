@@ -2,14 +2,16 @@
 /*
  * tagdiskd.c - main(): parse, build the pipeline, serve, unwind.
  *
- *   image file -> drive -> queue -> front end (FUSE)   and the admin socket
+ *   store (image file, RBD image or NBD export) -> drive -> queue -> front end (FUSE)
+ *   and the admin socket
  *
  * Exit status (docs/tagdiskd.8, EXIT STATUS):
  *   0  a clean stop: SIGTERM, SIGINT, or the file system unmounted from outside;
  *   1  a failure at run time (without -f: the daemon could not start serving);
  *   2  a bad command line or configuration, a pid file a running daemon holds,
- *      or, with -f, an image locked by another process or an admin socket
- *      path that is taken;
+ *      or, with -f, an image locked by another process (an RBD image another
+ *      client holds), a network image missing or of another size than
+ *      [disk] size, or an admin socket path that is taken;
  *   3  stopped, but data may be lost: requests were failed with EIO at the
  *      shutdown_timeout_ms bound or abandoned by a second SIGTERM/SIGINT, the
  *      final flush failed, or a volatile write cache still held data.
@@ -73,7 +75,7 @@ struct daemon {
 	char *pid_file;	      /* --pid-file, absolute, or NULL */
 	struct td_pidfile pidfile;
 	struct td_reload reload;
-	struct td_image img;
+	struct td_store store;
 	struct td_drive *drive;
 	struct td_queue *q;
 	struct td_trace *trace;
@@ -204,13 +206,9 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 	int ret;
 
 	td_drive_params_default(&dp);
-	ret = td_backend_file_init(&dp.backend, d->img.fd);
-	if (ret) {
-		snprintf(err, errlen, "out of memory");
-		return ret;
-	}
+	dp.backend = td_store_take_backend(&d->store);
 	dp.logical_block_size = c->logical_block_size;
-	dp.capacity_bytes = d->img.size;
+	dp.capacity_bytes = d->store.size;
 	dp.workers = c->workers;
 	dp.model = c->model;
 	dp.hdd = c->hdd;
@@ -233,7 +231,7 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 	}
 	td_queue_params_default(&qp);
 	qp.mode = c->mode;
-	qp.capacity_sectors = d->img.size >> TD_SECTOR_SHIFT;
+	qp.capacity_sectors = d->store.size >> TD_SECTOR_SHIFT;
 	qp.logical_block_size = c->logical_block_size;
 	qp.max_sectors = c->max_sectors;
 	qp.nr_requests = c->nr_requests;
@@ -260,12 +258,12 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 		.q = d->q,
 		.mountpoint = c->mountpoint,
 		.name = c->name,
-		.size_bytes = d->img.size,
+		.size_bytes = d->store.size,
 		.logical_block_size = c->logical_block_size,
 		.read_only = c->read_only,
 		.allow_other = c->allow_other,
 		.parallel_direct_writes = true,
-		.image_fd = d->img.fd,
+		.image_fd = d->store.img.fd, /* -1 with a network backend */
 		.transport = c->transport,
 	};
 	size_t n = 0;
@@ -408,7 +406,7 @@ static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave
 		lost = td_drive_destroy(d->drive);
 	/* An abandoned backend call may still use the image's descriptor: leave it to the exit. */
 	if (!leave_engine)
-		td_image_close(&d->img, remove_created_image);
+		td_store_close(&d->store, remove_created_image);
 	td_pidfile_remove(&d->pidfile);
 	td_config_free(&d->cfg);
 	td_cmdline_free(&d->cl);
@@ -417,6 +415,29 @@ static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave
 	pthread_mutex_destroy(&d->cfg_lock);
 	pthread_mutex_destroy(&d->stop_lock);
 	return lost;
+}
+
+/*
+ * Keys of a backend's section that the configured backend does not use are
+ * accepted (one file may keep every backend's settings): say so once.
+ */
+static void log_unused_keys(const struct td_config *c)
+{
+	const struct td_config_key *unused[TD_CONFIG_NR_KEYS];
+	size_t n = TD_MIN(td_config_unused_keys(c, unused, TD_CONFIG_NR_KEYS),
+			  (size_t)TD_CONFIG_NR_KEYS);
+	char list[512] = "";
+	size_t len = 0;
+
+	for (size_t i = 0; i < n && len < sizeof(list); i++) {
+		int w = snprintf(list + len, sizeof(list) - len, "%s[%s] %s", i ? ", " : "",
+				 unused[i]->section, unused[i]->key);
+
+		len = w < 0 ? sizeof(list) : TD_MIN(len + (size_t)w, sizeof(list));
+	}
+	if (n)
+		td_notice("config: %s not used with [drive] backend = %s", list,
+			  td_config_backend_name(c->backend));
 }
 
 /* Start failed (the reason is logged): clean up, and tell a waiting parent. */
@@ -478,13 +499,21 @@ static int stop(struct daemon *d, int run_ret)
 	} else if (failed) {
 		/*
 		 * The queue is dead: a flush through it would fail at once. Completed
-		 * writes are in the image file (a volatile cache's excepted, which the
-		 * drive reports lost below): sync it directly.
+		 * writes are in the image (a volatile cache's excepted, which the
+		 * drive reports lost below): sync it directly, the file or the
+		 * network backend, which takes calls from any thread.
 		 */
 		flushed = "image synced";
-		if (fdatasync(d->img.fd) < 0) {
-			flush_err = -errno;
-			td_err_errno("stop: syncing the image");
+		if (d->store.img.fd >= 0) {
+			if (fdatasync(d->store.img.fd) < 0) {
+				flush_err = -errno;
+				td_err_errno("stop: syncing the image");
+			}
+		} else if (d->store.ref.ops) {
+			flush_err = td_backend_flush(&d->store.ref);
+			if (flush_err)
+				td_err("stop: flushing %s: %s", d->store.target,
+				       strerror(-flush_err));
 		}
 	} else {
 		flush_err = flush_disk(d->q, deadline, &flush_failed);
@@ -550,7 +579,7 @@ static int stop(struct daemon *d, int run_ret)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = { .img = { .fd = -1 }, .pidfile = { .fd = -1 } };
+	struct daemon d = { .store = { .img = { .fd = -1 } }, .pidfile = { .fd = -1 } };
 	char err[1024];
 	sigset_t set;
 	int ret;
@@ -607,20 +636,26 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	ret = td_image_open(&d.img, d.cfg.image, d.cfg.size_bytes, d.cfg.read_only, err,
-			    sizeof(err));
+	log_unused_keys(&d.cfg);
+	ret = td_store_open(&d.store, &d.cfg, err, sizeof(err));
 	if (ret) {
 		td_err("%s", err);
-		return fail_start(&d, ret == -EBUSY ? EXIT_USAGE : 1);
+		/*
+		 * Held by another daemon, or not what the configuration says: a
+		 * conflict or a configuration error, like a locked image file.
+		 */
+		return fail_start(&d, ret == -EBUSY || ret == -EINVAL ||
+						      (ret == -ENOENT &&
+						       d.cfg.backend == TD_CONFIG_BACKEND_RBD)
+					      ? EXIT_USAGE
+					      : 1);
 	}
-	if (d.img.created)
+	if (d.store.img.created)
 		td_notice("image \"%s\": created, %llu bytes, sparse", d.cfg.image,
-			  (unsigned long long)d.img.size);
-	if (!d.img.size || d.img.size % d.cfg.logical_block_size) {
-		td_err("image \"%s\": size %llu is not a multiple of the logical block size %u",
-		       d.cfg.image, (unsigned long long)d.img.size, d.cfg.logical_block_size);
-		return fail_start(&d, EXIT_USAGE);
-	}
+			  (unsigned long long)d.store.size);
+	if (d.cfg.backend != TD_CONFIG_BACKEND_FILE)
+		td_notice("backend %s: %s, %llu bytes", d.store.kind, d.store.target,
+			  (unsigned long long)d.store.size);
 
 	protect_memory();
 	ret = 0;
@@ -634,8 +669,9 @@ int main(int argc, char **argv)
 						       .trace = d.trace,
 						       .config = &d.cfg,
 						       .config_lock = &d.cfg_lock,
-						       .image = d.cfg.image,
-						       .image_size = d.img.size,
+						       .image = d.store.target,
+						       .image_size = d.store.size,
+						       .backend = d.store.kind,
 						       .disk_path = NULL,
 					       },
 					       err, sizeof(err))) ||
@@ -667,7 +703,7 @@ int main(int argc, char **argv)
 
 	char size_text[32];
 
-	td_format_size(d.img.size, size_text, sizeof(size_text));
+	td_format_size(d.store.size, size_text, sizeof(size_text));
 	/* The admin socket is up: a client may already be switching the elevator or depth. */
 	struct td_queue_status qs;
 	const char *mode_name = d.cfg.mode == TD_MODE_RQ ? "rq" : d.cfg.mode == TD_MODE_MQ ? "mq" : "bio";
@@ -676,10 +712,10 @@ int main(int argc, char **argv)
 	td_queue_get_status(d.q, &qs);
 	td_notice("serving \"%s\" (%s) at %s/%s: mode %s, elevator %s, depth %u, workers %u, "
 		  "admin socket %s",
-		  d.cfg.image, size_text, d.cfg.mountpoint, d.cfg.name,
+		  d.store.target, size_text, d.cfg.mountpoint, d.cfg.name,
 		  mode_name, qs.elevator, d.cfg.depth, d.cfg.workers,
 		  d.cfg.socket);
-	td_notifyf("READY=1\nSTATUS=serving %s at %s/%s (%s, %s, depth %u)", d.cfg.image,
+	td_notifyf("READY=1\nSTATUS=serving %s at %s/%s (%s, %s, depth %u)", d.store.target,
 		   d.cfg.mountpoint, d.cfg.name, mode_name,
 		   d.cfg.mode == TD_MODE_BIO ? "no elevator" : qs.elevator, d.cfg.depth);
 	pthread_mutex_unlock(&d.cfg_lock);

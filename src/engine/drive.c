@@ -213,6 +213,14 @@ static bool run_command_locked(struct td_drive *d, struct td_request *rq, unsign
 	}
 	td_mutex_unlock(&d->lock);
 
+	if (d->async && !rq->drive_decode_err && !v.error) {
+		/* Submitted: the backend's completion completes it (drive_exec.c). */
+		bool taken = td_drive_exec_async(d, rq, seq);
+
+		td_mutex_lock(&d->lock);
+		put_executing_locked(d);
+		return taken;
+	}
 	if (rq->drive_decode_err)
 		err = -EIO; /* an invalid command: the drive rejects it */
 	else if (v.error)
@@ -247,7 +255,8 @@ static void *worker_main(void *arg)
 	td_thread_name(d->ops->thread_name);
 	td_mutex_lock(&d->lock);
 	while (!d->stop) {
-		if (!d->nr_pending) {
+		/* The fence: nothing starts while a stale backend operation is out. */
+		if (!d->nr_pending || d->ops_stale) {
 			td_cond_wait(&d->work_cond, &d->lock);
 			continue;
 		}
@@ -399,10 +408,21 @@ unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *batch)
 	return ran;
 }
 
-/* Drop what is pending or hung (the queue still lists them in flight). Drive lock held. */
+/*
+ * Drop what is pending or hung (the queue still lists them in flight), and
+ * make the outstanding asynchronous operations stale, which fences the
+ * drive until they have returned. Drive lock held; the quiesce sequence has
+ * just moved. Return: the commands taken back.
+ */
 static unsigned int drop_waiting_locked(struct td_drive *d)
 {
-	unsigned int dropped = d->nr_pending + d->nr_hung;
+	unsigned int dropped = d->nr_pending + d->nr_hung + d->ops_current;
+
+	if (d->ops_current) {
+		d->ops_stale += d->ops_current;
+		d->ops_current = 0;
+		d->fences++;
+	}
 
 	assert(td_lock_held(&d->lock));
 	while (!td_list_empty(&d->pending))
@@ -476,7 +496,10 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 	unsigned int executing =
 		d->executing + td_drive_cmds_claimed(cmds) - td_drive_cmds_handed(cmds);
 
-	st->executing = executing > completing ? executing - completing : 0;
+	st->executing = (executing > completing ? executing - completing : 0) + d->ops_current;
+	st->backend_ops = d->ops_current;
+	st->stale_ops = d->ops_stale;
+	st->fences = d->fences;
 	st->delayed = d->nr_delayed;
 	st->hung = d->nr_hung;
 	if (d->ops->status_locked)
@@ -487,7 +510,12 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 
 static int check_params(const struct td_drive_params *p, const struct td_drive_model_ops *ops)
 {
-	if (!ops || !p->backend.ops || (p->logical_block_size != 512 && p->logical_block_size != 4096))
+	const struct td_backend_ops *be = p->backend.ops;
+
+	if (!ops || !be || (p->logical_block_size != 512 && p->logical_block_size != 4096))
+		return -EINVAL;
+	/* A backend is either kind, wholly. */
+	if (!be->submit != (be->read && be->write && be->flush && be->discard && be->write_zeroes))
 		return -EINVAL;
 	if (!p->capacity_bytes || p->capacity_bytes % p->logical_block_size)
 		return -EINVAL;
@@ -536,6 +564,11 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
 	d->ops = ops;
 	d->write_cache = p->write_cache;
 	d->nr_threads = ops->nr_threads(p);
+	d->async = td_backend_is_async(&p->backend) && p->write_cache != TD_WC_VOLATILE &&
+		   p->model != TD_MODEL_HDD;
+	/* A fenced command needs a thread to start it when the fence lifts. */
+	if (d->async && !d->nr_threads)
+		d->nr_threads = 1;
 	atomic_init(&d->commands, 0);
 	atomic_init(&d->cmds, 0);
 	if (ops->init) {
@@ -600,7 +633,9 @@ uint64_t td_drive_destroy(struct td_drive *d)
 	 * way out of the completion function: let it get off the books first.
 	 */
 	d->quiescing++;
-	while (d->executing || td_drive_cmds_claimed(atomic_load(&d->cmds)))
+	/* Asynchronous operations too, stale ones included: they hold our pointer. */
+	while (d->executing || td_drive_cmds_claimed(atomic_load(&d->cmds)) || d->ops_current ||
+	       d->ops_stale)
 		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
 	d->quiescing--;
 	td_mutex_unlock(&d->lock);

@@ -120,6 +120,13 @@ struct td_drive {
 	struct td_wcache *wc; /* write_cache = volatile only */
 	td_drive_complete_fn complete;
 	void *complete_ctx;
+	/*
+	 * Workers submit to an asynchronous backend and go on (drive_exec.c):
+	 * the backend is asynchronous, there is no volatile cache and the model
+	 * is not the hdd's one actuator. Otherwise every backend call is
+	 * synchronous (tagdisk/backend.h's wrappers).
+	 */
+	bool async;
 
 	/* Guarded by lock. */
 	struct td_list pending; /* accepted, not started, arrival order, via ->drive_list */
@@ -129,6 +136,15 @@ struct td_drive {
 	unsigned int nr_delayed; /* executing commands waiting out a delay */
 	unsigned int executing;	 /* worker commands taken off pending, not yet off the books */
 	bool stop;
+	/*
+	 * Asynchronous backend operations outstanding, by the quiesce sequence
+	 * they were submitted at. A quiesce makes every current one stale: its
+	 * request is the queue's again, but the operation cannot be taken back.
+	 * While any is stale, workers start nothing (the fence).
+	 */
+	unsigned int ops_current;
+	unsigned int ops_stale;
+	uint64_t fences; /* quiesces that left stale operations behind */
 
 	/* Inline claims, hand-overs and parked executors (see above); no lock. */
 	_Atomic uint64_t cmds;
@@ -162,6 +178,20 @@ struct td_drive_park {
  */
 int td_drive_exec(struct td_drive *d, const struct td_cdb_cmd *c, struct td_bio *bios,
 		  struct td_drive_park *park) td_nonnull(1, 2);
+
+/*
+ * drive_exec.c, asynchronous backends: submit @rq's command, taken off
+ * pending at quiesce sequence @seq and still counted in d->executing, as one
+ * backend operation, with no drive lock held. Reads and writes go through a
+ * bounce buffer the operation owns, so a stale operation never touches the
+ * request's buffers. The operation's completion completes @rq through the
+ * queue's completion function, or, when a quiesce came in between, is
+ * dropped as stale.
+ * Return: true when @rq now belongs to the operation (submitted, or
+ * completed with an error), false when a quiesce took it back first.
+ */
+bool td_drive_exec_async(struct td_drive *d, struct td_request *rq, unsigned int seq)
+	td_nonnull(1, 2);
 
 /* Return: the first sector @c addresses. */
 static inline uint64_t td_drive_cmd_sector(const struct td_drive *d, const struct td_cdb_cmd *c)

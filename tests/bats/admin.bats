@@ -87,7 +87,8 @@ assert u["inject"] == ("inject error op=read|write|any sector=S count=N [times=K
 }
 
 # The ring counters follow transport on the uring transport only (docs/protocol.md).
-STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "size", "disk", "read_only",
+STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", "backend_target",
+  "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
@@ -105,7 +106,7 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "size", "di
 	check_json "$TD_DIR/r" "
 assert list(d) == $STATUS_KEYS, list(d)
 exp = dict(ok=True, state='running', version='0.1.0', pid=$TD_PID, image='$TD_IMG',
-           size=64 << 20, disk='$TD_DISK', read_only=False, logical_block_size=512, mode='rq',
+           backend='file', backend_target='$TD_IMG', size=64 << 20, disk='$TD_DISK', read_only=False, logical_block_size=512, mode='rq',
            elevator='deadline', depth=32, tags_in_use=0, in_flight=0, queued=0, requests_used=0,
            nr_requests=128, max_sectors=2048, workers=0, model='none', write_cache='writeback',
            command_timeout_ms=30000, max_retries=5, opens=0, resets=0, timeouts=0, errors=0)

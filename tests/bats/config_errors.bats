@@ -81,7 +81,7 @@ EOF
 @test "an unknown section: file:line and the sections there are" {
 	write_ini
 	printf '\n[Drives]\nworkers = 2\n' >>"$TD_INI"
-	refused "$TD_INI:16: [drives]: unknown section (known: disk, queue, tags, drive, admin)" \
+	refused "$TD_INI:16: [drives]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)" \
 		-c "$TD_INI"
 }
 
@@ -148,4 +148,72 @@ EOF
 	write_ini
 	refused "--size \"1000\": must be a multiple of logical_block_size (512)" \
 		-c "$TD_INI" --size 1000
+}
+
+# ---- drive backends: the errors that need no Ceph cluster or NBD server ------------------------
+
+# write_ini without [disk] image, for a network backend: ini_without_image BACKEND.
+ini_without_image() {
+	write_ini
+	sed -i '/^image = /d' "$TD_INI"
+	printf '[drive]\nbackend = %s\n' "$1" >>"$TD_INI"
+}
+
+@test "backend rbd without [rbd] image: the key it needs" {
+	ini_without_image rbd
+	refused "[rbd] image is not set (required with [drive] backend = rbd)" -c "$TD_INI"
+}
+
+@test "backend nbd without [nbd] uri: the key it needs" {
+	ini_without_image nbd
+	refused "[nbd] uri is not set (required with [drive] backend = nbd)" -c "$TD_INI"
+}
+
+@test "backend rbd with [disk] image too: file:line of the image, and the conflict" {
+	write_ini
+	printf '[drive]\nbackend = rbd\n[rbd]\nimage = vm1\n' >>"$TD_INI"
+	refused "$TD_INI:3: [disk] image = \"$TD_IMG\": conflicts with [drive] backend = rbd (the disk is [rbd] pool/image; remove [disk] image)" \
+		-c "$TD_INI"
+}
+
+@test "backend nbd with --image: the option, and the conflict" {
+	ini_without_image nbd
+	printf '[nbd]\nuri = nbd://localhost/vm1\n' >>"$TD_INI"
+	refused "--image \"$TD_IMG\": conflicts with [drive] backend = nbd (the disk is [nbd] uri; remove [disk] image)" \
+		-c "$TD_INI" --image "$TD_IMG"
+}
+
+@test "a bad backend and bad NBD URIs: file:line, key, value" {
+	ini_without_image ceph
+	refused "$TD_INI:15: [drive] backend = \"ceph\": must be file, rbd or nbd" -c "$TD_INI"
+	ini_without_image nbd
+	printf '[nbd]\nuri = http://localhost/vm1\n' >>"$TD_INI"
+	refused "$TD_INI:17: [nbd] uri = \"http://localhost/vm1\": not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://..., nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)" \
+		-c "$TD_INI"
+	ini_without_image nbd
+	printf '[nbd]\nuri = nbd+unix:///vm1\n' >>"$TD_INI"
+	refused "$TD_INI:17: [nbd] uri = \"nbd+unix:///vm1\": a unix NBD URI needs ?socket=PATH" \
+		-c "$TD_INI"
+	ini_without_image nbd
+	printf '[nbd]\nuri = nbd://localhost/vm1\nconnections = 17\n' >>"$TD_INI"
+	refused "$TD_INI:18: [nbd] connections = \"17\": must be between 1 and 16" -c "$TD_INI"
+}
+
+@test "an NBD URI naming a socket nobody listens on: one error naming the URI, exit 1, nothing mounted" {
+	local before uri
+	uri="nbd+unix:///vm1?socket=$TD_DIR/nbd.sock"
+	ini_without_image nbd
+	printf '[nbd]\nuri = %s\n' "$uri" >>"$TD_INI"
+	before=$(snapshot)
+	run_tagdiskd -c "$TD_INI"
+	echo "status $status; stdout: $output; stderr: $stderr" >&2
+	[ "$status" -eq 1 ]
+	[ -z "$output" ]
+	# The error line names the export; the log may say more around it.
+	grep -qF "NBD export \"$uri\": " <<<"$stderr"
+	[[ $stderr != *"serving"* ]]
+	[ "$(snapshot)" = "$before" ]
+	[ ! -e "$TD_SOCK" ]
+	[ -z "$(ls -A "$TD_MNT")" ]
+	td_not_mounted "$TD_MNT"
 }

@@ -26,40 +26,41 @@ kv() {
 	run -0 td_ctl status
 	local KV_WIDTH=10 keys
 	keys=$(cut -c1-10 <<<"$output" | sed 's/ *$//' | paste -sd,)
-	[ "$keys" = "state,image,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,fuse,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
+	[ "$keys" = "state,image,backend,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,fuse,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
 	[ "${lines[0]}" = "$(kv state running)" ]
 	[ "${lines[1]}" = "$(kv image "$TD_IMG")" ]
-	[ "${lines[2]}" = "$(kv size '64.0 MiB (67108864 bytes)')" ]
-	[ "${lines[3]}" = "$(kv disk "$TD_DISK")" ]
-	[ "${lines[4]}" = "$(kv read-only no)" ]
-	[ "${lines[5]}" = "$(kv mode rq)" ]
-	[ "${lines[6]}" = "$(kv elevator deadline)" ]
-	[ "${lines[7]}" = "$(kv tags 0/32)" ]
-	[ "${lines[8]}" = "$(kv 'in flight' 0)" ]
-	[ "${lines[9]}" = "$(kv queued 0)" ]
-	[ "${lines[10]}" = "$(kv requests 0/128)" ]
-	[ "${lines[11]}" = "$(kv drive 'inline (no worker threads), model none, write cache writeback')" ]
+	[ "${lines[2]}" = "$(kv backend "file ($TD_IMG)")" ]
+	[ "${lines[3]}" = "$(kv size '64.0 MiB (67108864 bytes)')" ]
+	[ "${lines[4]}" = "$(kv disk "$TD_DISK")" ]
+	[ "${lines[5]}" = "$(kv read-only no)" ]
+	[ "${lines[6]}" = "$(kv mode rq)" ]
+	[ "${lines[7]}" = "$(kv elevator deadline)" ]
+	[ "${lines[8]}" = "$(kv tags 0/32)" ]
+	[ "${lines[9]}" = "$(kv 'in flight' 0)" ]
+	[ "${lines[10]}" = "$(kv queued 0)" ]
+	[ "${lines[11]}" = "$(kv requests 0/128)" ]
+	[ "${lines[12]}" = "$(kv drive 'inline (no worker threads), model none, write cache writeback')" ]
 	# The transport this suite runs on; its threads as many as the daemon says.
-	[[ "${lines[12]}" =~ ^"fuse        classic, "([0-9]+)" threads"$ ]]
+	[[ "${lines[13]}" =~ ^"fuse        classic, "([0-9]+)" threads"$ ]]
 	[ "${BASH_REMATCH[1]}" -eq "$(td_status fuse_threads)" ]
-	[[ "${lines[13]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
-	[ "${lines[14]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
-	[ "${lines[15]}" = "$(kv resets 0)" ]
-	[ "${lines[16]}" = "$(kv timeouts 0)" ]
-	[ "${lines[17]}" = "$(kv errors 0)" ]
-	[[ "${lines[18]}" =~ ^"uptime      "[0-9]+s$ ]]
-	[ "${lines[19]}" = "$(kv pid "$TD_PID")" ]
-	[ "${lines[20]}" = "$(kv version 0.1.0)" ]
-	[ "${#lines[@]}" -eq 21 ]
+	[[ "${lines[14]}" =~ ^"iops        0.0 (read 0.0, write 0.0, over "[0-9]+\.[0-9]" s)"$ ]]
+	[ "${lines[15]}" = "$(kv throughput '0 B/s (read 0 B/s, write 0 B/s)')" ]
+	[ "${lines[16]}" = "$(kv resets 0)" ]
+	[ "${lines[17]}" = "$(kv timeouts 0)" ]
+	[ "${lines[18]}" = "$(kv errors 0)" ]
+	[[ "${lines[19]}" =~ ^"uptime      "[0-9]+s$ ]]
+	[ "${lines[20]}" = "$(kv pid "$TD_PID")" ]
+	[ "${lines[21]}" = "$(kv version 0.1.0)" ]
+	[ "${#lines[@]}" -eq 22 ]
 }
 
 @test "status in bio mode says there are no tags" {
 	start_tagdiskd --size 64M --mode bio
 	run -0 td_ctl status
 	local KV_WIDTH=10
-	[ "${lines[5]}" = "$(kv mode bio)" ]
-	[ "${lines[6]}" = "$(kv elevator none)" ]
-	[ "${lines[7]}" = "$(kv tags '- (no tags in mode bio)')" ]
+	[ "${lines[6]}" = "$(kv mode bio)" ]
+	[ "${lines[7]}" = "$(kv elevator none)" ]
+	[ "${lines[8]}" = "$(kv tags '- (no tags in mode bio)')" ]
 }
 
 @test "stats prints the per-op table, then the queue and drive blocks" {
@@ -325,8 +326,8 @@ PY
 	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c "^pid         $TD_PID\$" <<<"$output")" -eq 2 ]
 	# Not a terminal: no screen clearing, one blank line between the blocks.
-	[ "$(wc -l <<<"$output")" -eq 43 ]
-	[ "$(sed -n 22p <<<"$output")" = "" ]
+	[ "$(wc -l <<<"$output")" -eq 45 ]
+	[ "$(sed -n 23p <<<"$output")" = "" ]
 	[[ "$output" != *$'\033'* ]]
 	# status -n is the same thing.
 	run -0 td_ctl status -n 2 -i 0.1

@@ -31,6 +31,30 @@ static inline void fuzz_check_name(const char *name)
 		FUZZ_CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
 }
 
+/* An [rbd] name: unset, or 1..255 bytes without '/', '@' or a control character. */
+static inline void fuzz_check_rbd_name(const char *name)
+{
+	size_t len;
+
+	if (!name)
+		return;
+	len = strlen(name);
+	FUZZ_CHECK(len >= 1 && len <= TD_CONFIG_RBD_NAME_MAX);
+	for (const char *p = name; *p; p++)
+		FUZZ_CHECK((unsigned char)*p >= 0x20 && *p != 0x7f && *p != '/' && *p != '@');
+}
+
+/* An [nbd] uri: unset, or a known scheme and no blank or control character. */
+static inline void fuzz_check_nbd_uri(const char *uri)
+{
+	if (!uri)
+		return;
+	FUZZ_CHECK(strncmp(uri, "nbd://", 6) == 0 || strncmp(uri, "nbds://", 7) == 0 ||
+		   strncmp(uri, "nbd+unix://", 11) == 0 || strncmp(uri, "nbds+unix://", 12) == 0);
+	for (const char *p = uri; *p; p++)
+		FUZZ_CHECK((unsigned char)*p > 0x20 && *p != 0x7f);
+}
+
 static inline void fuzz_check_config(const struct td_config *c)
 {
 	char err[512];
@@ -70,6 +94,15 @@ static inline void fuzz_check_config(const struct td_config *c)
 	FUZZ_CHECK(c->max_retries <= 100);
 	FUZZ_CHECK(c->shutdown_timeout_ms <= 3600000);
 	FUZZ_CHECK(c->socket_mode <= 0777);
+	FUZZ_CHECK(c->backend == TD_CONFIG_BACKEND_FILE || c->backend == TD_CONFIG_BACKEND_RBD ||
+		   c->backend == TD_CONFIG_BACKEND_NBD);
+	fuzz_check_rbd_name(c->rbd_pool);
+	fuzz_check_rbd_name(c->rbd_image);
+	fuzz_check_rbd_name(c->rbd_id);
+	FUZZ_CHECK(!c->rbd_conf || c->rbd_conf[0]);
+	FUZZ_CHECK(!c->rbd_keyring || c->rbd_keyring[0]);
+	fuzz_check_nbd_uri(c->nbd_uri);
+	FUZZ_CHECK(FUZZ_IN(c->nbd_connections, 1, TD_CONFIG_NBD_CONNECTIONS_MAX));
 
 	/* The file-free checks take any such config without tripping. */
 	memset(err, 0x5a, sizeof(err));

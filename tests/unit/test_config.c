@@ -163,6 +163,15 @@ static void assert_config_equal(const struct td_config *a, const struct td_confi
 	assert_int_equal(a->max_retries, b->max_retries);
 	assert_int_equal(a->shutdown_timeout_ms, b->shutdown_timeout_ms);
 	assert_int_equal(a->seed, b->seed);
+	assert_int_equal(a->backend, b->backend);
+	/* Unset means the default text: compare what the daemon would use. */
+	assert_str_or_null_equal(td_config_str(a, "rbd", "pool"), td_config_str(b, "rbd", "pool"));
+	assert_str_or_null_equal(a->rbd_image, b->rbd_image);
+	assert_str_or_null_equal(td_config_str(a, "rbd", "conf"), td_config_str(b, "rbd", "conf"));
+	assert_str_or_null_equal(td_config_str(a, "rbd", "id"), td_config_str(b, "rbd", "id"));
+	assert_str_or_null_equal(a->rbd_keyring, b->rbd_keyring);
+	assert_str_or_null_equal(a->nbd_uri, b->nbd_uri);
+	assert_int_equal(a->nbd_connections, b->nbd_connections);
 	assert_str_or_null_equal(a->socket, b->socket);
 	assert_int_equal(a->socket_mode, b->socket_mode);
 	assert_str_or_null_equal(a->socket_group, b->socket_group);
@@ -217,6 +226,14 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_int_equal(c.max_retries, 5);
 	assert_int_equal(c.shutdown_timeout_ms, 30000);
 	assert_int_equal(c.seed, 1);
+	assert_int_equal(c.backend, TD_CONFIG_BACKEND_FILE);
+	assert_null(c.rbd_pool);
+	assert_null(c.rbd_image);
+	assert_null(c.rbd_conf);
+	assert_null(c.rbd_id);
+	assert_null(c.rbd_keyring);
+	assert_null(c.nbd_uri);
+	assert_int_equal(c.nbd_connections, 1);
 	assert_null(c.socket);
 	assert_int_equal(c.socket_mode, 0660);
 	assert_null(c.socket_group);
@@ -263,11 +280,12 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	    "queue:write_expire_ms",	"queue:fifo_batch",  "queue:writes_starved",
 	    "drive:command_timeout_ms", "drive:max_retries", "drive:shutdown_timeout_ms",
 	};
-	static const char *const no_default[] = {"disk:image", "disk:mountpoint", "admin:socket"};
+	static const char *const no_default[] = {"disk:image", "disk:mountpoint", "rbd:image",
+						 "nbd:uri", "admin:socket"};
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 37);
+	assert_int_equal(td_config_nr_keys, 45);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -295,7 +313,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 		nr_no_default += !k->default_value;
 	}
 	assert_int_equal(nr_reloadable, 9);
-	assert_int_equal(nr_no_default, 3);
+	assert_int_equal(nr_no_default, 5);
 }
 
 static void test_config_find_key_ignores_case_and_rejects_unknown(void **state)
@@ -446,6 +464,38 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	    {"disk", "image", "", "[disk] image = \"\": must not be empty"},
 	    {"disk", "mountpoint", "", "[disk] mountpoint = \"\": must not be empty"},
 	    {"admin", "socket", "", "[admin] socket = \"\": must not be empty"},
+	    /* backends */
+	    {"drive", "backend", "ceph", "[drive] backend = \"ceph\": must be file, rbd or nbd"},
+	    {"drive", "backend", "", "[drive] backend = \"\": must be file, rbd or nbd"},
+	    {"rbd", "pool", "", "[rbd] pool = \"\": must not be empty"},
+	    {"rbd", "pool", "a/b", "[rbd] pool = \"a/b\": must not contain '/' or '@'"},
+	    {"rbd", "image", "vm1@snap", "[rbd] image = \"vm1@snap\": must not contain '/' or '@'"},
+	    {"rbd", "image", "", "[rbd] image = \"\": must not be empty"},
+	    {"rbd", "id", "a\nb", "[rbd] id = \"a\\x0ab\": must not contain control characters"},
+	    {"rbd", "conf", "", "[rbd] conf = \"\": must not be empty"},
+	    {"nbd", "connections", "0", "[nbd] connections = \"0\": must be between 1 and 16"},
+	    {"nbd", "connections", "17", "[nbd] connections = \"17\": must be between 1 and 16"},
+	    {"nbd", "connections", "two", "[nbd] connections = \"two\": not a number"},
+	    {"nbd", "uri", "", "[nbd] uri = \"\": must not be empty"},
+	    {"nbd", "uri", "http://host/x",
+	     "[nbd] uri = \"http://host/x\": not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://...,"
+	     " nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)"},
+	    {"nbd", "uri", "/run/nbd.sock",
+	     "[nbd] uri = \"/run/nbd.sock\": not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://...,"
+	     " nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)"},
+	    {"nbd", "uri", "NBD://host/x",
+	     "[nbd] uri = \"NBD://host/x\": not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://...,"
+	     " nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)"},
+	    {"nbd", "uri", "nbd://", "[nbd] uri = \"nbd://\": no host after the scheme"},
+	    {"nbd", "uri", "nbds:///x", "[nbd] uri = \"nbds:///x\": no host after the scheme"},
+	    {"nbd", "uri", "nbd://:10809/x",
+	     "[nbd] uri = \"nbd://:10809/x\": no host after the scheme"},
+	    {"nbd", "uri", "nbd+unix:///x",
+	     "[nbd] uri = \"nbd+unix:///x\": a unix NBD URI needs ?socket=PATH"},
+	    {"nbd", "uri", "nbd+unix:///x?socket=",
+	     "[nbd] uri = \"nbd+unix:///x?socket=\": a unix NBD URI needs ?socket=PATH"},
+	    {"nbd", "uri", "nbd://host/a b",
+	     "[nbd] uri = \"nbd://host/a b\": must not contain spaces or control characters"},
 	};
 	struct td_config def, c;
 	struct tmp *t = *state;
@@ -584,6 +634,30 @@ static void test_config_set_accepts_boundaries_and_alternate_spellings(void **st
 	assert_string_equal(c.name, "disk 2");
 	SET_OK("QUEUE", "Nr_Requests", "4");
 	assert_int_equal(c.nr_requests, 4);
+	SET_OK("drive", "backend", "RBD");
+	assert_int_equal(c.backend, TD_CONFIG_BACKEND_RBD);
+	SET_OK("drive", "backend", "nbd");
+	assert_int_equal(c.backend, TD_CONFIG_BACKEND_NBD);
+	SET_OK("drive", "backend", "File");
+	assert_int_equal(c.backend, TD_CONFIG_BACKEND_FILE);
+	SET_OK("nbd", "connections", "1");
+	assert_int_equal(c.nbd_connections, 1);
+	SET_OK("nbd", "connections", "16");
+	assert_int_equal(c.nbd_connections, 16);
+	SET_OK("nbd", "uri", "nbd://example.com/vm1");
+	SET_OK("nbd", "uri", "nbd://[::1]:10809/vm1");
+	SET_OK("nbd", "uri", "nbds://example.com");
+	SET_OK("nbd", "uri", "nbds+unix://?socket=/run/nbd.sock&tls-certificates=/etc/pki");
+	SET_OK("nbd", "uri", "nbd+unix:///vm1?socket=/run/nbd.sock");
+	assert_string_equal(c.nbd_uri, "nbd+unix:///vm1?socket=/run/nbd.sock");
+	SET_OK("rbd", "pool", "rbd.ssd-1");
+	assert_string_equal(c.rbd_pool, "rbd.ssd-1");
+	SET_OK("rbd", "image", "vm disk 1");
+	assert_string_equal(c.rbd_image, "vm disk 1");
+	SET_OK("rbd", "keyring", "");
+	assert_null(c.rbd_keyring);
+	SET_OK("rbd", "keyring", "/etc/ceph/ceph.client.tagdisk.keyring");
+	assert_string_equal(c.rbd_keyring, "/etc/ceph/ceph.client.tagdisk.keyring");
 #undef SET_OK
 	td_config_free(&c);
 }
@@ -592,7 +666,8 @@ static void test_config_set_rejects_unknown_section_and_key(void **state)
 {
 	static const struct bad_value cases[] = {
 	    {"bogus", "depth", "1",
-	     "[bogus] depth = \"1\": unknown section (known: disk, queue, tags, drive, admin)"},
+	     "[bogus] depth = \"1\": unknown section (known: disk, queue, tags, drive, rbd, nbd,"
+	     " admin)"},
 	    {"queue", "foo", "1", "[queue] foo = \"1\": unknown key"},
 	    /* A key of another section is unknown here, and its section is named. */
 	    {"queue", "depth", "1",
@@ -660,6 +735,7 @@ static const struct kv every_key[] = {
     {"queue", "fifo_batch", "8"},
     {"queue", "writes_starved", "3"},
     {"tags", "depth", "128"},
+    {"drive", "backend", "nbd"},
     {"drive", "workers", "8"},
     {"drive", "model", "hdd"},
     {"drive", "hdd_rpm", "5400"},
@@ -676,6 +752,13 @@ static const struct kv every_key[] = {
     {"drive", "max_retries", "3"},
     {"drive", "shutdown_timeout_ms", "60000"},
     {"drive", "seed", "0x2a"},
+    {"rbd", "pool", "pool0"},
+    {"rbd", "image", "vm1"},
+    {"rbd", "conf", "/srv/ceph.conf"},
+    {"rbd", "id", "tagdisk"},
+    {"rbd", "keyring", "/srv/ceph.keyring"},
+    {"nbd", "uri", "nbd+unix:///vm1?socket=/run/nbd.sock"},
+    {"nbd", "connections", "4"},
     {"admin", "socket", "/srv/tagdisk.sock"},
     {"admin", "socket_mode", "0600"},
     {"admin", "socket_group", "root"},
@@ -745,6 +828,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_int_equal(c.tunables.fifo_batch, 8);
 	assert_int_equal(c.tunables.writes_starved, 3);
 	assert_int_equal(c.depth, 128);
+	assert_int_equal(c.backend, TD_CONFIG_BACKEND_NBD);
 	assert_int_equal(c.workers, 8);
 	assert_int_equal(c.model, TD_MODEL_HDD);
 	assert_int_equal(c.hdd.rpm, 5400);
@@ -761,6 +845,13 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_int_equal(c.max_retries, 3);
 	assert_int_equal(c.shutdown_timeout_ms, 60000);
 	assert_int_equal(c.seed, 42);
+	assert_string_equal(c.rbd_pool, "pool0");
+	assert_string_equal(c.rbd_image, "vm1");
+	assert_string_equal(c.rbd_conf, "/srv/ceph.conf");
+	assert_string_equal(c.rbd_id, "tagdisk");
+	assert_string_equal(c.rbd_keyring, "/srv/ceph.keyring");
+	assert_string_equal(c.nbd_uri, "nbd+unix:///vm1?socket=/run/nbd.sock");
+	assert_int_equal(c.nbd_connections, 4);
 	assert_string_equal(c.socket, "/srv/tagdisk.sock");
 	assert_int_equal(c.socket_mode, 0600);
 	assert_string_equal(c.socket_group, "root");
@@ -807,17 +898,17 @@ static const struct file_case file_cases[] = {
     {"a key in the wrong section names its own", "[disk]\nname = a\n[queue]\ndepth = 8\n",
      "FILE:4: [queue] depth = \"8\": unknown key in [queue] (it belongs in [tags])"},
     {"an unknown section", "[tags]\ndepth = 8\n[bogus]\ndepth = 8\n",
-     "FILE:3: [bogus]: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"an empty unknown section, lowercased as iniparser does", "[tags]\n[Extra]\n",
-     "FILE:2: [extra]: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:2: [extra]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"a section name with a colon", "[disk]\nname = a\n[disk:x]\nname = b\n",
-     "FILE:3: [disk:x]: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:3: [disk:x]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"a colon section without its parent", "[Tags:Depth]\nx = 1\n",
-     "FILE:1: [tags:depth]: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:1: [tags:depth]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"an empty section name", "[tags]\ndepth = 8\n[]\ndepth = 9\n",
-     "FILE:3: []: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:3: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"a blank section name", "[tags]\n[ ]\ndepth = 9\n",
-     "FILE:2: []: unknown section (known: disk, queue, tags, drive, admin)"},
+     "FILE:2: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
     {"a known key outside any section", "depth = 8\n[tags]\n",
      "FILE:1: depth = \"8\": key outside any section (it belongs in [tags])"},
     {"an unknown key outside any section", "; first\nColour = blue\n[tags]\n",
@@ -1906,6 +1997,175 @@ static void test_config_validate_makes_paths_absolute(void **state)
 	td_config_free(&c);
 }
 
+/* ---- network backends ------------------------------------------------- */
+
+static const struct td_config_key *key_of(const char *section, const char *key);
+
+/* Without [disk] image: a network backend's disk is not a local file, and nothing is made. */
+static void test_config_validate_network_backends_need_no_image_file(void **state)
+{
+	static const struct kv cases[][2] = {
+	    {{"drive", "backend", "rbd"}, {"rbd", "image", "vm1"}},
+	    {{"drive", "backend", "nbd"}, {"nbd", "uri", "nbd+unix:///vm1?socket=/none.sock"}},
+	};
+	struct tmp *t = *state;
+	struct td_config c;
+	int before;
+
+	assert_int_equal(mkdir(path_in(t, "mnt"), 0755), 0);
+	before = count_entries(t->dir);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(cases); i++) {
+		td_config_init(&c);
+		assert_int_equal(td_config_set(&c, "disk", "mountpoint", path_in(t, "mnt"), t->err,
+					       sizeof(t->err)),
+				 0);
+		for (size_t j = 0; j < 2; j++)
+			assert_int_equal(td_config_set(&c, cases[i][j].section, cases[i][j].key,
+						       cases[i][j].value, t->err, sizeof(t->err)),
+					 0);
+		/* Any size: rbd creates with it, nbd compares it with the export's. */
+		assert_int_equal(td_config_set(&c, "disk", "size", "3M", t->err, sizeof(t->err)), 0);
+		assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+		assert_null(c.image);
+		assert_int_equal(td_config_set(&c, "disk", "size", "0", t->err, sizeof(t->err)), 0);
+		assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
+		assert_int_equal(count_entries(t->dir), before);
+		td_config_free(&c);
+	}
+}
+
+/* Unset strings read as their defaults; set ones as given; rbd paths become absolute. */
+static void test_config_str_defaults_and_resolve_of_rbd_paths(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config c;
+	char cwd[PATH_MAX];
+	int ret;
+
+	td_config_init(&c);
+	assert_string_equal(td_config_str(&c, "rbd", "pool"), "rbd");
+	assert_string_equal(td_config_str(&c, "rbd", "conf"), "/etc/ceph/ceph.conf");
+	assert_string_equal(td_config_str(&c, "rbd", "id"), "admin");
+	assert_null(td_config_str(&c, "rbd", "keyring"));
+	assert_null(td_config_str(&c, "rbd", "image"));
+	assert_null(td_config_str(&c, "nbd", "uri"));
+	assert_null(td_config_str(&c, "disk", "image"));
+	assert_string_equal(td_config_backend_name(c.backend), "file");
+	assert_string_equal(td_config_backend_name(TD_CONFIG_BACKEND_RBD), "rbd");
+	assert_string_equal(td_config_backend_name(TD_CONFIG_BACKEND_NBD), "nbd");
+
+	assert_int_equal(td_config_set(&c, "RBD", "Pool", "ssd", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "rbd", "conf", "ceph.conf", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&c, "rbd", "keyring", "k/", t->err, sizeof(t->err)), 0);
+	assert_string_equal(td_config_str(&c, "rbd", "pool"), "ssd");
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(t->dir), 0);
+	ret = td_config_resolve(&c, t->err, sizeof(t->err));
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(ret, 0);
+	assert_string_equal(c.rbd_conf, path_in(t, "ceph.conf"));
+	assert_string_equal(c.rbd_keyring, path_in(t, "k"));
+	td_config_free(&c);
+}
+
+/* Setting a key to its default text is no change: a reload does not ask for a restart. */
+static void test_config_diff_default_text_equals_unset(void **state)
+{
+	struct tmp *t = *state;
+	struct td_config a, b;
+
+	td_config_init(&a);
+	td_config_init(&b);
+	assert_int_equal(td_config_set(&b, "rbd", "pool", "rbd", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&b, "rbd", "id", "admin", t->err, sizeof(t->err)), 0);
+	assert_int_equal(
+	    td_config_set(&b, "rbd", "conf", "/etc/ceph/ceph.conf", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_set(&b, "rbd", "keyring", "", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_diff(&a, &b, NULL, 0), 0);
+	assert_int_equal(td_config_set(&b, "rbd", "id", "tagdisk", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_diff(&a, &b, NULL, 0), 1);
+	td_config_free(&a);
+	td_config_free(&b);
+}
+
+/*
+ * Keys the user gave for a backend that is not the one configured are
+ * accepted and listed (the daemon logs them once); keys left at their
+ * defaults, or set without an origin, are not.
+ */
+static void test_config_unused_keys_of_other_backends(void **state)
+{
+	struct tmp *t = *state;
+	const char *ini = path_in(t, "unused.ini");
+	const struct td_config_key *unused[8];
+	struct td_config c;
+
+	write_file(ini, "[rbd]\npool = ssd\nimage = vm1\n[nbd]\nconnections = 2\n"
+			"[drive]\nbackend = file\n");
+	td_config_init(&c);
+	assert_int_equal(td_config_load_file(&c, ini, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_unused_keys(&c, unused, TD_ARRAY_SIZE(unused)), 3);
+	assert_ptr_equal(unused[0], key_of("rbd", "pool"));
+	assert_ptr_equal(unused[1], key_of("rbd", "image"));
+	assert_ptr_equal(unused[2], key_of("nbd", "connections"));
+	/* At most @max stored; the count is still all of them. */
+	assert_int_equal(td_config_unused_keys(&c, unused, 1), 3);
+	assert_int_equal(td_config_unused_keys(&c, NULL, 0), 3);
+
+	c.backend = TD_CONFIG_BACKEND_RBD;
+	assert_int_equal(td_config_unused_keys(&c, unused, TD_ARRAY_SIZE(unused)), 1);
+	assert_ptr_equal(unused[0], key_of("nbd", "connections"));
+	c.backend = TD_CONFIG_BACKEND_NBD;
+	assert_int_equal(td_config_unused_keys(&c, unused, TD_ARRAY_SIZE(unused)), 2);
+	td_config_free(&c);
+
+	/* No origin (a default, or td_config_set()): nothing the user wrote. */
+	td_config_init(&c);
+	assert_int_equal(td_config_set(&c, "rbd", "image", "vm1", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_unused_keys(&c, unused, TD_ARRAY_SIZE(unused)), 0);
+	td_config_free(&c);
+}
+
+/* A backend's size, against [disk] size and the block size, naming where size came from. */
+static void test_config_check_backend_size(void **state)
+{
+	struct tmp *t = *state;
+	char *argv[] = {"tagdiskd", "--size", "2M", NULL};
+	const char *what = "the NBD export \"nbd://h/x\"";
+	struct td_cmdline cl;
+	struct td_config c;
+
+	td_config_init(&c);
+	assert_int_equal(td_config_check_backend_size(&c, what, 1 << 20, t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_check_backend_size(&c, what, 0, t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(t->err, "the NBD export \"nbd://h/x\": its size (0 bytes) is not a"
+				    " nonzero multiple of logical_block_size (512)");
+	assert_int_equal(td_config_check_backend_size(&c, what, 1000, t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(t->err, "the NBD export \"nbd://h/x\": its size (1000 bytes) is not a"
+				    " nonzero multiple of logical_block_size (512)");
+	assert_int_equal(td_config_set(&c, "disk", "size", "1M", t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_check_backend_size(&c, what, 1 << 20, t->err, sizeof(t->err)),
+			 0);
+	assert_int_equal(td_config_check_backend_size(&c, what, 2 << 20, t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(t->err, "[disk] size = \"1M\": the NBD export \"nbd://h/x\" is 2M"
+				    " (2097152 bytes)");
+	td_config_free(&c);
+
+	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
+	td_config_init(&c);
+	assert_int_equal(td_config_build(&c, &cl, t->err, sizeof(t->err)), 0);
+	assert_int_equal(td_config_check_backend_size(&c, what, 3 << 20, t->err, sizeof(t->err)),
+			 -EINVAL);
+	assert_string_equal(t->err, "--size \"2M\": the NBD export \"nbd://h/x\" is 3M"
+				    " (3145728 bytes)");
+	td_config_free(&c);
+	td_cmdline_free(&cl);
+}
+
 /* ---- messages name where a value came from ---------------------------- */
 
 /*
@@ -1980,6 +2240,34 @@ static const struct origin_case origin_cases[] = {
      0,
      {"--image", "DIR/disk.img", "--size", "1M", "--mount", "DIR/mnt"},
      "FILE:2: [admin] socket_group = \"tagdisk-no-such-group\": no such group"},
+    {"an image given by --image with backend rbd",
+     "[drive]\nbackend = rbd\n[rbd]\nimage = vm1\n",
+     0,
+     {"--image", "DIR/disk.img", "--mount", "DIR/mnt"},
+     "--image \"DIR/disk.img\": conflicts with [drive] backend = rbd (the disk is [rbd]"
+     " pool/image; remove [disk] image)"},
+    {"an image given in the file with backend nbd",
+     "[nbd]\nuri = nbd://localhost/vm1\n[disk]\nmountpoint = DIR/mnt\nimage = DIR/disk.img\n"
+     "[drive]\nbackend = nbd\n",
+     1 << 20,
+     {NULL},
+     "FILE:5: [disk] image = \"DIR/disk.img\": conflicts with [drive] backend = nbd (the disk is"
+     " [nbd] uri; remove [disk] image)"},
+    {"backend rbd without its image",
+     "[drive]\nbackend = rbd\n[rbd]\npool = ssd\n",
+     0,
+     {"--mount", "DIR/mnt"},
+     "[rbd] image is not set (required with [drive] backend = rbd)"},
+    {"backend nbd without its uri, whatever the other sections hold",
+     "[drive]\nbackend = nbd\n[rbd]\nimage = vm1\n",
+     0,
+     {"--mount", "DIR/mnt", "--size", "1M"},
+     "[nbd] uri is not set (required with [drive] backend = nbd)"},
+    {"an rbd size that is no multiple of the block size",
+     "[drive]\nbackend = rbd\n[rbd]\nimage = vm1\n",
+     0,
+     {"--mount", "DIR/mnt", "--size", "1000"},
+     "--size \"1000\": must be a multiple of logical_block_size (512)"},
 };
 
 /* Copy @fmt into @buf with each "DIR" replaced by @dir and each "FILE" by @file. */
@@ -2316,8 +2604,12 @@ static void test_example_ini_documents_every_key_with_its_default(void **state)
 
 		print_message("# [%s] %s\n", k->section, k->key);
 		assert_non_null(find_example_line(text, k->section, k->key, line, sizeof(line)));
-		if (strcmp(k->key, "image") == 0)
+		if (strcmp(k->section, "disk") == 0 && strcmp(k->key, "image") == 0)
 			assert_string_equal(line, "image = /var/lib/tagdisk/disk.img");
+		else if (strcmp(k->section, "rbd") == 0 && strcmp(k->key, "image") == 0)
+			assert_string_equal(line, ";image = vm1");
+		else if (strcmp(k->section, "nbd") == 0 && strcmp(k->key, "uri") == 0)
+			assert_string_equal(line, ";uri = nbd://localhost/vm1");
 		else if (strcmp(k->key, "mountpoint") == 0)
 			assert_string_equal(line, "mountpoint = /run/tagdisk/disk");
 		else if (strcmp(k->key, "socket") == 0)
@@ -2367,6 +2659,9 @@ static void test_example_ini_loads_and_uncommented_equals_defaults(void **state)
 	def.image = strdup("/var/lib/tagdisk/disk.img");
 	def.mountpoint = strdup("/run/tagdisk/disk");
 	def.socket = strdup("/run/tagdisk/disk.sock");
+	/* The backends' required keys have examples, not defaults; backend stays file. */
+	def.rbd_image = strdup("vm1");
+	def.nbd_uri = strdup("nbd://localhost/vm1");
 	assert_config_equal(&c, &def);
 	td_config_free(&c);
 	td_config_free(&def);
@@ -2465,6 +2760,16 @@ int main(void)
 	    cmocka_unit_test(test_config_key_live_matches_reloadable_flag),
 	    cmocka_unit_test_setup_teardown(test_config_resolve_makes_built_equal_to_validated,
 					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_validate_network_backends_need_no_image_file,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_str_defaults_and_resolve_of_rbd_paths,
+					    setup_tmp, teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_diff_default_text_equals_unset, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_unused_keys_of_other_backends, setup_tmp,
+					    teardown_tmp),
+	    cmocka_unit_test_setup_teardown(test_config_check_backend_size, setup_tmp,
+					    teardown_tmp),
 	    cmocka_unit_test(test_example_ini_documents_every_key_with_its_default),
 	    cmocka_unit_test_setup_teardown(test_example_ini_loads_and_uncommented_equals_defaults,
 					    setup_tmp, teardown_tmp),
