@@ -47,9 +47,13 @@ die() {
 
 # ---- the directory's layout ----------------------------------------------------------
 
+# set_paths DIR [create]: DIR must exist, unless "create" makes it.
 set_paths() {
 	[ -n "${1:-}" ] || usage
-	mkdir -p "$1"
+	if [ "${2:-}" = create ]; then
+		mkdir -p "$1"
+	fi
+	[ -d "$1" ] || die "no directory $1"
 	DIR=$(cd "$1" && pwd)
 	CONF=$DIR/ceph.conf
 	ADMIN_KEYRING=$DIR/ceph.client.admin.keyring
@@ -255,6 +259,7 @@ bluestore block create = true
 bluestore block size = $OSD_BLOCK_SIZE
 bluestore cache autotune = false
 bluestore cache size = 128M
+# The smallest memory target Ceph accepts (896 MiB); with autotune off the cache stays 128M.
 osd memory target = 939524096
 osd recovery sleep = 0
 osd recovery sleep hdd = 0
@@ -336,7 +341,7 @@ create_pool() {
 
 do_start() {
 	local osds=1 pool=rbd size='' timeout=$START_TIMEOUT fsid port i t0 osdnames=()
-	set_paths "${1:-}"
+	set_paths "${1:-}" create
 	shift
 	while [ $# -gt 0 ]; do
 		case "$1" in
@@ -387,7 +392,10 @@ do_start() {
 
 do_stop() {
 	local d pid pids=() end
-	set_paths "${1:-}"
+	# Nothing there, nothing to stop.
+	[ -n "${1:-}" ] || usage
+	[ -d "$1" ] || return 0
+	set_paths "$1"
 	[ -d "$RUN" ] || return 0
 	for d in $(recorded_daemons); do
 		pid=$(daemon_pid "$d") || continue
