@@ -52,6 +52,8 @@ run_unit() { # runner prefix...
 		fi
 		found=1
 		name=$(basename "$t")
+		# Needs a Ceph cluster: rbd.bats runs it against the one it starts.
+		[ "$name" != test_backend_rbd ] || continue
 		out="$log/$name.tap"
 		echo "# unit: $name"
 		CMOCKA_MESSAGE_OUTPUT=TAP "$@" "$t" >"$out" 2>"$out.err"

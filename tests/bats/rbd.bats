@@ -144,6 +144,16 @@ pgs_clean_now() {
 	"$CLUSTER" wait-clean "$TD_CEPH" 0 2>/dev/null
 }
 
+@test "rbd: the backend's own unit cases against the cluster, none skipped" {
+	# make check's unit stage leaves test_backend_rbd out (it needs a cluster): it runs here.
+	[ -x "$TD_BUILD/tests/test_backend_rbd" ] || skip "test_backend_rbd is not built (make unit-tests)"
+	run env TD_CEPH_CONF="$TD_CEPH/ceph.conf" TD_CEPH_POOL=rbd3 "$TD_BUILD/tests/test_backend_rbd"
+	echo "$output" | grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]' | sed 's/^/# /' >&3
+	assert_success
+	refute_output --partial SKIPPED
+	assert_output --regexp 'PASSED +\] [1-9][0-9]* test'
+}
+
 @test "rbd: ext4 on a loop device; fsck clean, files intact, rbd export equals the disk file" {
 	local dev fs=$TD_DIR/fs i
 	start_rbd rbd3 ext4 -- --size 256M
