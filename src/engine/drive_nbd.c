@@ -46,17 +46,20 @@
  * sees the handle dead, closes it and parks every operation that had not
  * finished on the lost list (a command failed with ENOTCONN or ESHUTDOWN, or
  * any failure on a dead handle, is not a result: the command is sent again).
- * It then connects again, 100 ms after the loss and then at growing intervals
- * up to one second, checking that the export has the same size and offers
- * what we use, and sends every parked operation again, in order, from the
- * piece that had not completed. Sending a write again is safe: the same data
- * goes to the same place. While the connection is down, new operations wait
- * on the lost list too. When it stays down for NBD_LOST_LIMIT_MS (60 s), the
- * parked operations fail with -EIO and new ones fail at once with -EIO until
- * a reconnection succeeds; the thread keeps trying once a second. A server
- * that stops answering without closing the connection is not detected: the
- * drive's command timeout resets the drive, whose operations stay
- * outstanding here until the server answers.
+ * It then connects again, at once and then after 100 ms, 200, 400, 800 and
+ * every second, checking that the export has the same size and offers what
+ * we use, and sends every parked operation again, in order, from the piece
+ * that had not completed. Sending a write again is safe: the same data goes
+ * to the same place. What the server acknowledged before it went away is
+ * trusted to be there still (true of a killed file-backed server: the page
+ * cache has it); a server that lost it cannot be told apart, the size check
+ * aside. While the connection is down, new operations wait on the lost list
+ * too. When it stays down for NBD_LOST_LIMIT_MS (60 s), the parked
+ * operations fail with -EIO and new ones fail at once with -EIO until a
+ * reconnection succeeds; the thread keeps trying once a second. A server that
+ * stops answering without closing the connection is not detected: the
+ * drive's command timeout resets the drive, whose operations stay outstanding
+ * here until the server answers.
  *
  * Each operation completes exactly once: it is on at most one list, the
  * callback moves it from inflight to ready, a handle is closed only after
@@ -97,7 +100,7 @@
 #define NBD_MAX_CONNECTIONS 16
 /* How long a lost server may stay away before its operations fail with -EIO (README). */
 #define NBD_LOST_LIMIT_MS 60000
-/* Reconnection attempts: the first this long after the loss, then twice as long each time. */
+/* Reconnection attempts: one at once, the next this much later, then twice as long each time. */
 #define NBD_RETRY_FIRST_MS 100
 #define NBD_RETRY_MAX_MS   1000
 /* One connection attempt at open, and one reconnection attempt. */
