@@ -208,8 +208,10 @@ static int store_open_rbd(struct td_store *s, const struct td_config *c, char *e
 				  sizeof(msg));
 	if (ret) {
 		s->be.ops = NULL;
-		snprintf(err, errlen, "RBD image \"%s/%s\": %s", p.pool, p.image,
-			 msg[0] ? msg : strerror(-ret));
+		/* Say how to create it, as for a missing image file. */
+		snprintf(err, errlen, "RBD image \"%s/%s\": %s%s", p.pool, p.image,
+			 msg[0] ? msg : strerror(-ret),
+			 ret == -ENOENT && !c->size_bytes ? " (no size was given to create it)" : "");
 	}
 	return ret;
 }

@@ -440,6 +440,22 @@ static void log_unused_keys(const struct td_config *c)
 			  td_config_backend_name(c->backend));
 }
 
+/*
+ * The exit status for td_store_open()'s @err: held by another daemon
+ * (-EBUSY), or not what the configuration says (-EINVAL: its size; -ENOENT
+ * with rbd: no such image or pool) is a conflict or a configuration error,
+ * like a locked image file; anything else (a server or cluster out of
+ * reach) a failure at run time.
+ */
+static int store_error_status(const struct td_config *c, int err)
+{
+	if (err == -EBUSY || err == -EINVAL)
+		return EXIT_USAGE;
+	if (err == -ENOENT && c->backend == TD_CONFIG_BACKEND_RBD)
+		return EXIT_USAGE;
+	return 1;
+}
+
 /* Start failed (the reason is logged): clean up, and tell a waiting parent. */
 static int fail_start(struct daemon *d, int status)
 {
@@ -640,15 +656,7 @@ int main(int argc, char **argv)
 	ret = td_store_open(&d.store, &d.cfg, err, sizeof(err));
 	if (ret) {
 		td_err("%s", err);
-		/*
-		 * Held by another daemon, or not what the configuration says: a
-		 * conflict or a configuration error, like a locked image file.
-		 */
-		return fail_start(&d, ret == -EBUSY || ret == -EINVAL ||
-						      (ret == -ENOENT &&
-						       d.cfg.backend == TD_CONFIG_BACKEND_RBD)
-					      ? EXIT_USAGE
-					      : 1);
+		return fail_start(&d, store_error_status(&d.cfg, ret));
 	}
 	if (d.store.img.created)
 		td_notice("image \"%s\": created, %llu bytes, sparse", d.cfg.image,

@@ -260,3 +260,16 @@ EOF
 	[ "$(td_status image)" = "$TD_IMG" ]
 	stop_tagdiskd
 }
+
+@test "another backend's keys are accepted with backend file and logged once as unused" {
+	printf '[drive]\nbackend = file\n[rbd]\npool = ssd\nimage = vm1\n[nbd]\nuri = nbd://localhost/vm1\n' \
+		>"$TD_INI"
+	start_tagdiskd --size 64M -c "$TD_INI"
+	[ "$(td_status backend)" = file ]
+	[ "$(td_status backend_target)" = "$TD_IMG" ]
+	[ "$(td_status image)" = "$TD_IMG" ]
+	[ "$(grep -c 'not used with' "$TD_LOG")" -eq 1 ]
+	grep -qx 'tagdiskd: notice: config: \[rbd\] pool, \[rbd\] image, \[nbd\] uri not used with \[drive\] backend = file' \
+		"$TD_LOG"
+	stop_tagdiskd
+}

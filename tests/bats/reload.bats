@@ -105,6 +105,26 @@ up() {
 	stop_tagdiskd
 }
 
+@test "the backend keys cannot change live: named as needing a restart, the disk stays a file" {
+	printf '[disk]\nsize = 64M\n[drive]\nbackend = file\n' >"$TD_INI"
+	start_tagdiskd -c "$TD_INI"
+	[ "$(td_status backend)" = file ]
+	printf '[disk]\nsize = 64M\n[drive]\nbackend = file\n[rbd]\nid = tagdisk\n[nbd]\nconnections = 2\n' \
+		>"$TD_INI"
+	hup 'restart to apply'
+	last_reload_lines | grep -qx \
+		'tagdiskd: warning: reload: \[rbd\] id, \[nbd\] connections changed: restart to apply'
+	# A relative keyring as well: named too (made absolute first), and nothing changes.
+	printf '[disk]\nsize = 64M\n[drive]\nbackend = file\n[rbd]\nid = tagdisk\nkeyring = k\n[nbd]\nconnections = 2\n' \
+		>"$TD_INI"
+	hup 'restart to apply'
+	last_reload_lines | grep -qx \
+		'tagdiskd: warning: reload: \[rbd\] id, \[rbd\] keyring, \[nbd\] connections changed: restart to apply'
+	[ "$(td_status backend)" = file ]
+	[ "$(td_status backend_target)" = "$TD_IMG" ]
+	stop_tagdiskd
+}
+
 @test "a relative image path in the file that did not change gives no warning" {
 	printf '[disk]\nimage = disk.img\nsize = 64M\nmountpoint = mnt/\n[queue]\nelevator = deadline\n' \
 		>"$TD_INI"
