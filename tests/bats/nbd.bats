@@ -38,12 +38,12 @@ teardown() {
 	stop_nbdkit
 }
 
-# start_nbdkit [NBDKIT_OPTIONS...]: serve $NBD_IMG on $NBD_SOCK (foreground, background job),
-# and wait until the socket accepts connections.
+# start_nbdkit: serve $NBD_IMG on $NBD_SOCK (foreground, as a background job), and wait until
+# the socket accepts connections.
 start_nbdkit() {
 	# A killed nbdkit leaves its socket behind, and a new one would not bind.
 	rm -f "$NBD_SOCK"
-	nbdkit -f -U "$NBD_SOCK" "$@" file "$NBD_IMG" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
+	nbdkit -f -U "$NBD_SOCK" file "$NBD_IMG" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
 	NBD_PID=$!
 	td_wait_for 60 "nbdkit to accept connections on $NBD_SOCK" nbd_accepts
 }
@@ -89,7 +89,7 @@ VERIFY=(--direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0
 run_fio() {
 	local name=$1 bytes=$2
 	shift 2
-	cd "$TD_DIR"
+	cd "$TD_DIR" || return 1
 	run --separate-stderr timeout 900 fio --name="$name" --output-format=json \
 		--output="$TD_DIR/$name.json" --verify_state_save=0 "$@"
 	echo "fio status $status; stderr: $stderr" >&2
@@ -254,7 +254,7 @@ reset_loop() {
 	wait $BG_PIDS 2>/dev/null || true
 	BG_PIDS=
 	echo "# $round fio runs, $resets resets, $(td_stats requeued) requeued" >&3
-	! grep -q FAILED "$TD_DIR/resets.log"
+	run ! grep FAILED "$TD_DIR/resets.log"
 	[ "$(td_status errors)" -eq 0 ]
 	[ "$(td_status in_flight)" -eq 0 ]
 	same_bytes
