@@ -208,6 +208,8 @@ def main():
     ap.add_argument("--runtime", type=int, default=2, help="seconds per fio job")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="1G")
+    ap.add_argument("--rbd", action="store_true",
+                    help="only the Ceph RBD matrix (bench/bench_rbd.py) on a local cluster")
     ap.add_argument("--skip-hdd", action="store_true")
     ap.add_argument("--only-hdd", action="store_true", help="run only the HDD model experiment")
     ap.add_argument("--only-trace", action="store_true", help="run only the trace row")
@@ -215,6 +217,9 @@ def main():
     ap.add_argument("--workers", type=int, default=None,
                     help="[drive] workers for the tagdiskd targets (default: the daemon's)")
     a = ap.parse_args()
+    if a.rbd:
+        import bench_rbd
+        return bench_rbd.main(a)
 
     build = os.path.abspath(a.build)
     tagdiskd = os.path.join(build, "tagdiskd")

@@ -26,6 +26,7 @@ s_bail_out() { printf '1..3\nok 1 a\nBail out! the disk went away\n'; }
 s_fuse_skip() { printf '1..2\nok 1 a\nok 2 b # skip no /dev/fuse on this machine\n'; }
 s_root_skip() { printf '1..2\nok 1 a\nok 2 b # skip needs root (mounts FUSE and uses loop devices)\n'; }
 s_unbuilt_skip() { printf '1..2\nok 1 a\nok 2 b # skip tagdiskd is not built (/x/tagdiskd)\n'; }
+s_ceph_skip() { printf '1..2\nok 1 a\nok 2 b # skip Ceph: the test cluster did not start: x\n'; }
 s_tool_skip() { printf '1..2\nok 1 a\nok 2 b # skip fio is not installed\n'; }
 s_failure() { printf '1..2\nok 1 a\nnot ok 2 b\n# (in test file b.bats, line 4)\n# ok 99 printed by the test\n'; }
 # bats when setup_file fails: one "not ok", the rest of the file never runs.
@@ -58,6 +59,7 @@ cases=(
 	"1 0 1|false|0|fuse_skip|without CI: a skip for want of /dev/fuse is a skip"
 	"1 1 0|true|0|root_skip|CI=true: a skip for want of root fails"
 	"1 1 0|true|0|unbuilt_skip|CI=true: a skip because tagdiskd is not built fails"
+	"1 1 0|true|0|ceph_skip|CI=true: a skip because the Ceph test cluster is missing fails"
 	"1 0 1|true|0|tool_skip|CI=true: a skip for want of an optional tool is a skip"
 	"4 0 1|false|0|groups|cmocka: two groups, each with its plan, pass; '# SKIP' is a skip"
 	"3 2 0|false|139|group_cut|cmocka: a crash in the second group leaves its results missing"
