@@ -46,17 +46,24 @@
  * sees the handle dead, closes it and parks every operation that had not
  * finished on the lost list (a command failed with ENOTCONN or ESHUTDOWN, or
  * any failure on a dead handle, is not a result: the command is sent again).
- * It then connects again, 100 ms after the loss and then at growing intervals
- * up to one second, checking that the export has the same size and offers
- * what we use, and sends every parked operation again, in order, from the
- * piece that had not completed. Sending a write again is safe: the same data
- * goes to the same place. While the connection is down, new operations wait
- * on the lost list too. When it stays down for NBD_LOST_LIMIT_MS (60 s), the
- * parked operations fail with -EIO and new ones fail at once with -EIO until
- * a reconnection succeeds; the thread keeps trying once a second. A server
- * that stops answering without closing the connection is not detected: the
- * drive's command timeout resets the drive, whose operations stay
- * outstanding here until the server answers.
+ * It then connects again, at once and then after 100 ms, 200, 400, 800 and
+ * every second, checking that the export has the same size and offers what
+ * we use, and sends every parked operation again, in order, from the piece
+ * that had not completed. Sending a write again is safe: the same data goes
+ * to the same place. What the server acknowledged before it went away is
+ * trusted to be there still (true of a killed file-backed server: the page
+ * cache has it); a server that lost it cannot be told apart, the size check
+ * aside. While the connection is down, new operations wait on the lost list
+ * too. When it stays down for NBD_LOST_LIMIT_MS (60 s), the parked
+ * operations fail with -EIO and new ones fail at once with -EIO until a
+ * reconnection succeeds; the thread keeps trying once a second. A server that
+ * stops answering without closing the connection (hung, or SIGSTOPped) is
+ * taken for lost when a command has had no answer for NBD_ANSWER_LIMIT_MS
+ * (60 s): the handle is closed with its commands in it (nbd_close() calls no
+ * completion callback; they are moved from inflight to lost) and the above
+ * follows, so such a server fails the operations about two minutes after it
+ * stopped. Until then the drive's command timeout resets the drive as usual,
+ * and the operations it made stale stay outstanding here.
  *
  * Each operation completes exactly once: it is on at most one list, the
  * callback moves it from inflight to ready, a handle is closed only after
@@ -97,7 +104,11 @@
 #define NBD_MAX_CONNECTIONS 16
 /* How long a lost server may stay away before its operations fail with -EIO (README). */
 #define NBD_LOST_LIMIT_MS 60000
-/* Reconnection attempts: the first this long after the loss, then twice as long each time. */
+/* A command unanswered this long: the server is hung, its connection is treated as lost (README). */
+#define NBD_ANSWER_LIMIT_MS 60000
+/* How often the loop thread looks for such a command (it wakes this often when idle too). */
+#define NBD_ANSWER_CHECK_MS 1000
+/* Reconnection attempts: one at once, the next this much later, then twice as long each time. */
 #define NBD_RETRY_FIRST_MS 100
 #define NBD_RETRY_MAX_MS   1000
 /* One connection attempt at open, and one reconnection attempt. */
@@ -163,6 +174,7 @@ struct nbd_op {
 	uint64_t piece;		  /* bytes of the command in flight; 0 for a flush */
 	bool flushing;		  /* in the flush after a FUA write (no FUA on the server) */
 	bool used_no_hole;	  /* the command in flight asked NO_HOLE */
+	uint64_t sent_ns;	  /* conn->lock: when the command in flight went to libnbd */
 	int err;		  /* conn->lock: the command's result, a positive errno */
 };
 
@@ -302,6 +314,7 @@ static int conn_send(struct nbd_conn *c, struct nbd_op *op)
 		rwlock_unlock(&c->hlock);
 		return err;
 	}
+	op->sent_ns = td_now_ns();
 	td_list_add_tail(&op->link, &c->inflight);
 	td_mutex_unlock(&c->lock);
 
@@ -645,24 +658,37 @@ static void *conn_loop(void *arg)
 		struct pollfd p[2];
 		unsigned int dir;
 		bool broken = false;
+		bool busy;
 		bool stop;
+		uint64_t age_ns = 0;
 		int r = 0;
 
-		conn_reap(c, &broken);
-		if (broken || handle_dead(c->h)) {
-			conn_recover(c);
-			td_mutex_lock(&c->lock);
-			stop = c->stop;
-			td_mutex_unlock(&c->lock);
-			if (stop)
-				break;
-			continue;
-		}
 		td_mutex_lock(&c->lock);
 		stop = c->stop;
 		td_mutex_unlock(&c->lock);
 		if (stop)
 			break;
+		conn_reap(c, &broken);
+		if (broken || handle_dead(c->h)) {
+			conn_recover(c);
+			continue;
+		}
+		td_mutex_lock(&c->lock);
+		stop = c->stop;
+		busy = !td_list_empty(&c->inflight);
+		/* The oldest command in flight is the first: commands are appended as sent. */
+		if (busy)
+			age_ns = td_now_ns() -
+				 td_list_first_entry(&c->inflight, struct nbd_op, link)->sent_ns;
+		td_mutex_unlock(&c->lock);
+		if (stop)
+			break;
+		if (busy && age_ns >= NBD_ANSWER_LIMIT_MS * TD_NSEC_PER_MSEC) {
+			td_warnx("nbd: connection %u to '%s': no answer for %u s", c->index,
+				 c->nb->uri, NBD_ANSWER_LIMIT_MS / 1000);
+			conn_recover(c);
+			continue;
+		}
 
 		dir = nbd_aio_get_direction(c->h);
 		p[0] = (struct pollfd){ .fd = nbd_aio_get_fd(c->h) };
@@ -671,7 +697,8 @@ static void *conn_loop(void *arg)
 		if (dir & LIBNBD_AIO_DIRECTION_WRITE)
 			p[0].events |= POLLOUT;
 		p[1] = (struct pollfd){ .fd = c->efd, .events = POLLIN };
-		if (poll(p, 2, -1) < 0) {
+		/* Never asleep for good: a command may be in flight since before this poll. */
+		if (poll(p, 2, NBD_ANSWER_CHECK_MS) < 0) {
 			if (errno != EINTR)
 				td_warn("nbd: connection %u: poll", c->index);
 			continue;

@@ -11,6 +11,7 @@
 # the runner counts that skip as a failure (tests/deps.sh installs nbdkit).
 
 load helpers
+load nbd_helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
@@ -21,66 +22,9 @@ setup_file() {
 
 setup() {
 	td_setup_dir
-	# The disk is the export: tagdiskd has no image file of its own.
-	TD_IMG=
-	NBD_IMG=$TD_DIR/served.img
-	NBD_SOCK=$TD_DIR/nbd.sock
-	NBD_URI="nbd+unix:///?socket=$NBD_SOCK"
-	NBD_PID=
-	BG_PIDS=
-	truncate -s 256M "$NBD_IMG"
+	nbd_setup
 }
-
-teardown() {
-	[ -z "$BG_PIDS" ] || kill $BG_PIDS 2>/dev/null || true
-	# The daemon before the server: its last flush goes to the server.
-	td_teardown
-	stop_nbdkit
-}
-
-# start_nbdkit [NBDKIT_OPTIONS...]: serve $NBD_IMG on $NBD_SOCK (foreground, background job),
-# and wait until the socket accepts connections.
-start_nbdkit() {
-	# A killed nbdkit leaves its socket behind, and a new one would not bind.
-	rm -f "$NBD_SOCK"
-	nbdkit -f -U "$NBD_SOCK" "$@" file "$NBD_IMG" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
-	NBD_PID=$!
-	td_wait_for 60 "nbdkit to accept connections on $NBD_SOCK" nbd_accepts
-}
-
-nbd_accepts() {
-	kill -0 "$NBD_PID" || { echo "nbdkit exited:"; cat "$TD_DIR/nbdkit.log"; return 1; }
-	python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-' "$NBD_SOCK"
-}
-
-# stop_nbdkit [SIGNAL]: stop the server (KILL by default) and reap it.
-stop_nbdkit() {
-	[ -n "${NBD_PID:-}" ] || return 0
-	kill -"${1:-KILL}" "$NBD_PID" 2>/dev/null || true
-	wait "$NBD_PID" 2>/dev/null || true
-	NBD_PID=
-}
-
-# start_nbd_daemon CONNECTIONS [TAGDISKD_OPTIONS...]: tagdiskd on the export, with a config
-# file naming it.
-start_nbd_daemon() {
-	local conns=$1
-	shift
-	cat >"$TD_DIR/nbd.ini" <<EOF
-[drive]
-backend = nbd
-[nbd]
-uri = $NBD_URI
-connections = $conns
-EOF
-	start_tagdiskd -c "$TD_DIR/nbd.ini" "$@"
-	[ "$(td_status backend)" = nbd ]
-	[ "$(td_status size)" -eq $((256 * 1024 * 1024)) ]
-}
+teardown() { nbd_teardown; }
 
 VERIFY=(--direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0)
 
@@ -89,7 +33,7 @@ VERIFY=(--direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0
 run_fio() {
 	local name=$1 bytes=$2
 	shift 2
-	cd "$TD_DIR"
+	cd "$TD_DIR" || return 1
 	run --separate-stderr timeout 900 fio --name="$name" --output-format=json \
 		--output="$TD_DIR/$name.json" --verify_state_save=0 "$@"
 	echo "fio status $status; stderr: $stderr" >&2
@@ -141,11 +85,6 @@ writes_at_least() {
 	n=$(td_stats writes)
 	echo "$n writes"
 	[ "$n" -ge "$1" ]
-}
-
-# The disk file and the served file are the same bytes.
-same_bytes() {
-	cmp "$TD_DISK" "$NBD_IMG"
 }
 
 @test "fio verify through an NBD export, one connection: 4k randwrite QD32; the served file holds the disk's bytes" {
@@ -254,7 +193,7 @@ reset_loop() {
 	wait $BG_PIDS 2>/dev/null || true
 	BG_PIDS=
 	echo "# $round fio runs, $resets resets, $(td_stats requeued) requeued" >&3
-	! grep -q FAILED "$TD_DIR/resets.log"
+	run ! grep FAILED "$TD_DIR/resets.log"
 	[ "$(td_status errors)" -eq 0 ]
 	[ "$(td_status in_flight)" -eq 0 ]
 	same_bytes

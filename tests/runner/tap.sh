@@ -70,7 +70,7 @@ tap_count() { # suite file status
 					if tap_ci_fatal "$reason"; then
 						name=${line%% # *}
 						echo "not ok - $suite: ${name#ok } was skipped ($reason);" \
-							"with CI=true that is a failure: CI must have root, /dev/fuse, tagdiskd and Ceph"
+							"with CI=true that is a failure: CI must have root, /dev/fuse, tagdiskd, Ceph and nbdkit"
 						tap_f=$((tap_f + 1))
 					else
 						tap_s=$((tap_s + 1))

@@ -617,6 +617,53 @@ static void test_nbd_discard_on_a_server_without_write_zeroes_writes_zeroes(void
 	expect_log(s, " Trim id=", 0);
 }
 
+static void test_nbd_cuts_reads_and_writes_at_the_server_maximum(void **state)
+{
+	struct server *s = *state;
+	char logarg[160];
+	struct td_backend be;
+
+	NEED_NBDKIT();
+	snprintf(logarg, sizeof(logarg), "logfile=%s", s->log);
+	/* Larger requests than 64 KiB would fail with EINVAL. */
+	server_start(s, "--filter=log", "--filter=blocksize-policy", "memory", "64M", logarg,
+		     "blocksize-maximum=64K", "blocksize-error-policy=error");
+	open_ok(&be, s, 1);
+	write_seed(&be, 12345 * 512, 1U << 20, 41, true);
+	expect_seed(&be, 12345 * 512, 1U << 20, 41);
+	backend_close(&be);
+	expect_log(s, " Write id=", 16);
+	expect_log(s, "fua=1", 16);
+	/* expect_seed reads it once as one iovec list: 16 reads. */
+	expect_log(s, " Read id=", 16);
+}
+
+static void test_nbd_cuts_write_zeroes_at_one_gib(void **state)
+{
+	struct server *s = *state;
+	struct td_nbd_params p = { .uri = s->uri, .connections = 1 };
+	char logarg[160];
+	struct td_backend be;
+	uint64_t size;
+	char msg[256];
+
+	NEED_NBDKIT();
+	snprintf(logarg, sizeof(logarg), "logfile=%s", s->log);
+	server_start(s, "--filter=log", "memory", "3G", logarg);
+	assert_int_equal(td_backend_nbd_open(&be, &p, false, &size, msg, sizeof(msg)), 0);
+	assert_int_equal(size, 3ULL << 30);
+	/* Both pieces reach their ends: zeroes up to 1.5 GiB + 4 KiB, data after. */
+	write_seed(&be, (3ULL << 29) - 4096, 8192, 51, false);
+	write_seed(&be, (3ULL << 29) + 4096, 4096, 52, false);
+	assert_int_equal(td_backend_discard(&be, 4096, 3ULL << 29), 0);
+	expect_seed(&be, (3ULL << 29) - 4096, 8192, 0);
+	expect_seed(&be, (3ULL << 29) + 4096, 4096, 52);
+	backend_close(&be);
+	expect_log(s, " Zero id=", 2);
+	expect_log(s, "count=0x40000000 trim=1", 1);
+	expect_log(s, "count=0x20000000 trim=1", 1);
+}
+
 static void test_nbd_four_connections_on_a_multi_conn_server(void **state)
 {
 	struct server *s = *state;
@@ -823,6 +870,8 @@ int main(void)
 	T(test_nbd_fua_write_on_a_server_without_fua_is_write_then_flush);
 	T(test_nbd_discard_and_write_zeroes_read_back_zeroes);
 	T(test_nbd_discard_on_a_server_without_write_zeroes_writes_zeroes);
+	T(test_nbd_cuts_reads_and_writes_at_the_server_maximum);
+	T(test_nbd_cuts_write_zeroes_at_one_gib);
 	T(test_nbd_four_connections_on_a_multi_conn_server);
 	T(test_nbd_refuses_connections_without_multi_conn);
 	T(test_nbd_read_only_export_needs_read_only);
