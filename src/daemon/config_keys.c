@@ -132,8 +132,8 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 			  "backend rbd: the keyring file; empty = what the Ceph configuration"
 			  " names"),
     [KEY_NBD_URI] = K("nbd", "uri", "string", NULL, false,
-		      "backend nbd: the export, nbd://HOST[:PORT]/NAME, nbds://...,"
-		      " nbd+unix:///NAME?socket=PATH or nbds+unix://... (required)"),
+		      "backend nbd: the export, nbd://HOST[:PORT]/NAME or"
+		      " nbd+unix:///NAME?socket=PATH (required)"),
     [KEY_NBD_CONNECTIONS] = K("nbd", "connections", "number", "1", false,
 			      "backend nbd: connections to the server, 1..16 (more than 1"
 			      " only when it allows multi-conn)"),

@@ -208,9 +208,7 @@ static const struct {
 	bool unix_socket;
 } nbd_schemes[] = {
     {"nbd://", false},
-    {"nbds://", false},
     {"nbd+unix://", true},
-    {"nbds+unix://", true},
 };
 
 /* Return: whether the query of @uri (after its '?') has a non-empty socket= parameter. */
@@ -230,7 +228,8 @@ static bool nbd_uri_has_socket(const char *uri)
 /*
  * An NBD URI as libnbd takes it (nbd_connect_uri): a known scheme, a host
  * for the TCP ones, a socket= parameter for the unix ones. The rest (port,
- * export, TLS parameters) is libnbd's to judge when the daemon connects.
+ * export) is libnbd's to judge when the daemon connects. TLS (nbds) is not
+ * supported: the backend refuses it too.
  */
 static int check_nbd_uri(enum td_cfg_key id, const struct td_cfg_where *w, const char *value,
 			 char *err, size_t errlen)
@@ -240,6 +239,9 @@ static int check_nbd_uri(enum td_cfg_key id, const struct td_cfg_where *w, const
 
 	if (!*value)
 		return td_cfg_bad_value(id, w, value, err, errlen, "must not be empty");
+	if (strncmp(value, "nbds://", 7) == 0 || strncmp(value, "nbds+unix://", 12) == 0)
+		return td_cfg_bad_value(id, w, value, err, errlen,
+					"NBD over TLS is not supported (use nbd:// or nbd+unix://)");
 	for (const char *p = value; *p; p++)
 		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
 			return td_cfg_bad_value(id, w, value, err, errlen,
@@ -255,8 +257,8 @@ static int check_nbd_uri(enum td_cfg_key id, const struct td_cfg_where *w, const
 	}
 	if (!rest)
 		return td_cfg_bad_value(id, w, value, err, errlen,
-					"not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://...,"
-					" nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)");
+					"not an NBD URI (nbd://HOST[:PORT]/EXPORT or"
+					" nbd+unix:///EXPORT?socket=PATH)");
 	if (unix_socket && !nbd_uri_has_socket(rest))
 		return td_cfg_bad_value(id, w, value, err, errlen,
 					"a unix NBD URI needs ?socket=PATH");

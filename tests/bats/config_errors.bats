@@ -188,7 +188,7 @@ ini_without_image() {
 	refused "$TD_INI:15: [drive] backend = \"ceph\": must be file, rbd or nbd" -c "$TD_INI"
 	ini_without_image nbd
 	printf '[nbd]\nuri = http://localhost/vm1\n' >>"$TD_INI"
-	refused "$TD_INI:17: [nbd] uri = \"http://localhost/vm1\": not an NBD URI (nbd://HOST[:PORT]/EXPORT, nbds://..., nbd+unix:///EXPORT?socket=PATH or nbds+unix://...)" \
+	refused "$TD_INI:17: [nbd] uri = \"http://localhost/vm1\": not an NBD URI (nbd://HOST[:PORT]/EXPORT or nbd+unix:///EXPORT?socket=PATH)" \
 		-c "$TD_INI"
 	ini_without_image nbd
 	printf '[nbd]\nuri = nbd+unix:///vm1\n' >>"$TD_INI"

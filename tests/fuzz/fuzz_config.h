@@ -49,8 +49,7 @@ static inline void fuzz_check_nbd_uri(const char *uri)
 {
 	if (!uri)
 		return;
-	FUZZ_CHECK(strncmp(uri, "nbd://", 6) == 0 || strncmp(uri, "nbds://", 7) == 0 ||
-		   strncmp(uri, "nbd+unix://", 11) == 0 || strncmp(uri, "nbds+unix://", 12) == 0);
+	FUZZ_CHECK(strncmp(uri, "nbd://", 6) == 0 || strncmp(uri, "nbd+unix://", 11) == 0);
 	for (const char *p = uri; *p; p++)
 		FUZZ_CHECK((unsigned char)*p > 0x20 && *p != 0x7f);
 }
