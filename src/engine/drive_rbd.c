@@ -55,12 +55,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include "common/lock.h"
+#include "common/log.h"
 #include "tagdisk/backend.h"
 
 #define RBD_DEFAULT_CONF "/etc/ceph/ceph.conf"
@@ -82,9 +84,11 @@ struct rbd_backend {
 	rados_t cluster;
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
-	uint64_t size;	/* bytes, at open */
-	bool locked;	/* we hold the exclusive lock */
-	bool fua_flush; /* a FUA write is a write then a flush (writeback cache) */
+	uint64_t size;	    /* bytes, at open */
+	bool locked;	    /* we hold the exclusive lock */
+	bool fua_flush;	    /* a FUA write is a write then a flush (writeback cache) */
+	atomic_bool fenced; /* an operation failed because this client was blocklisted */
+	char name[256];	    /* "pool/image", for messages */
 	struct td_mutex lock;
 	struct td_cond idle;	/* signalled when in_flight drops to 0 */
 	unsigned int in_flight; /* lock: accepted operations not yet finished */
@@ -119,6 +123,13 @@ static void rbd_finish(struct td_backend_io *io, int err)
 /* Return: librbd's result for @io as 0 or a negative errno; zero-fills the end of a short read. */
 static int rbd_result(struct td_backend_io *io, ssize_t r)
 {
+	struct rbd_backend *rb = io->bpriv;
+
+	/* Relaxed: the flag only keeps the message to one line per backend. */
+	if (r == -ESHUTDOWN && !atomic_exchange_explicit(&rb->fenced, true, memory_order_relaxed))
+		td_err("rbd: image %s: this client is blocklisted (another client broke its "
+		       "lock): every operation fails",
+		       rb->name);
 	if (r < 0)
 		return (int)r;
 	if (io->op == TD_OP_READ && (uint64_t)r < io->len)
@@ -146,7 +157,7 @@ static void rbd_fua_write_done(rbd_completion_t c, void *arg)
 
 	rbd_aio_release(c);
 	if (r < 0) {
-		rbd_finish(io, (int)r);
+		rbd_finish(io, rbd_result(io, r));
 		return;
 	}
 	err = rbd_aio_create_completion(io, rbd_io_done, &flush);
@@ -487,6 +498,7 @@ int td_backend_rbd_open(struct td_backend *be, const struct td_rbd_params *p, ui
 	}
 	td_mutex_init(&rb->lock);
 	td_cond_init(&rb->idle);
+	snprintf(rb->name, sizeof(rb->name), "%s/%s", p->pool, p->image);
 	err = rados_create(&rb->cluster, id);
 	if (err) {
 		rb->cluster = NULL;
