@@ -511,8 +511,10 @@ int td_backend_rbd_open(struct td_backend *be, const struct td_rbd_params *p, ui
 		goto out_teardown;
 	err = rados_connect(rb->cluster);
 	if (err) {
-		snprintf(msg, msglen, "rbd: cannot connect to the cluster with %s as client.%s: %s",
-			 conf, id, strerror(-err));
+		snprintf(msg, msglen,
+			 "rbd: cannot connect to the cluster with %s%s%s as client.%s: %s", conf,
+			 p->keyring ? " and keyring " : "", p->keyring ? p->keyring : "", id,
+			 strerror(-err));
 		goto out_teardown;
 	}
 	err = rados_ioctx_create(rb->cluster, p->pool, &rb->ioctx);
