@@ -251,9 +251,9 @@ static void rbd_destroy(void *priv)
 }
 
 static const struct td_backend_ops rbd_ops = {
-    .name = "rbd",
-    .submit = rbd_submit,
-    .destroy = rbd_destroy,
+	.name = "rbd",
+	.submit = rbd_submit,
+	.destroy = rbd_destroy,
 };
 
 /*
@@ -277,7 +277,7 @@ static int rbd_default_timeout(rados_t cluster, const char *key, const char *bef
 static int rbd_configure(rados_t cluster, const struct td_rbd_params *p, const char *conf,
 			 char *msg, size_t msglen)
 {
-	static const char *const keys[] = {"client_mount_timeout", "rados_mon_op_timeout"};
+	static const char *const keys[] = { "client_mount_timeout", "rados_mon_op_timeout" };
 	char before[TD_ARRAY_SIZE(keys)][32];
 	int err;
 

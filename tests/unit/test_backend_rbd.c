@@ -238,8 +238,8 @@ static void test_sync_calls_on_the_async_backend_keep_exact_data(void **state)
 	const uint64_t off = 2 * OBJECT_SIZE - 8192;
 	uint8_t *w = xmalloc(3 * 8192);
 	uint8_t *r = xmalloc(3 * 8192);
-	struct iovec wv[3] = {{w, 8192}, {w + 8192, 4096}, {w + 12288, 12288}};
-	struct iovec rv[2] = {{r, 1024}, {r + 1024, 3 * 8192 - 1024}};
+	struct iovec wv[3] = { { w, 8192 }, { w + 8192, 4096 }, { w + 12288, 12288 } };
+	struct iovec rv[2] = { { r, 1024 }, { r + 1024, 3 * 8192 - 1024 } };
 
 	fill_random(w, 3 * 8192, 3);
 	assert_int_equal(td_backend_write(&e->be, wv, 3, off, false), 0);
@@ -391,7 +391,7 @@ static void test_second_open_is_refused_busy_naming_the_holder(void **state)
 	uint64_t size = 0;
 	uint8_t *w = xmalloc(4096);
 	uint8_t *r = xmalloc(4096);
-	struct iovec iov = {r, 4096};
+	struct iovec iov = { r, 4096 };
 
 	assert_int_equal(td_backend_rbd_open(&be2, p, IMAGE_SIZE, false, &size, msg, sizeof(msg)),
 			 -EBUSY);
@@ -477,29 +477,21 @@ static int remove_image(void **state)
 	return 0;
 }
 
+/* Every case runs on a backend of its own, opened (the image created) by setup_open. */
+#define CASE(fn) cmocka_unit_test_setup_teardown(fn, setup_open, teardown_close)
+
 int main(void)
 {
 	static const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_open_creates_the_image_with_the_size_asked,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(
-		test_async_write_read_fua_flush_discard_and_write_zeroes_keep_exact_data,
-		setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_sync_calls_on_the_async_backend_keep_exact_data,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_reads_past_the_end_read_zeroes, setup_open,
-					    teardown_close),
-	    cmocka_unit_test_setup_teardown(
-		test_concurrent_submitters_each_get_one_completion_and_their_data, setup_open,
-		teardown_close),
-	    cmocka_unit_test_setup_teardown(test_destroy_waits_for_every_outstanding_operation,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_second_open_is_refused_busy_naming_the_holder,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_absent_pool_and_image_are_named, setup_open,
-					    teardown_close),
-	    cmocka_unit_test_setup_teardown(test_unreadable_configuration_is_named, setup_open,
-					    teardown_close),
+		CASE(test_open_creates_the_image_with_the_size_asked),
+		CASE(test_async_write_read_fua_flush_discard_and_write_zeroes_keep_exact_data),
+		CASE(test_sync_calls_on_the_async_backend_keep_exact_data),
+		CASE(test_reads_past_the_end_read_zeroes),
+		CASE(test_concurrent_submitters_each_get_one_completion_and_their_data),
+		CASE(test_destroy_waits_for_every_outstanding_operation),
+		CASE(test_second_open_is_refused_busy_naming_the_holder),
+		CASE(test_absent_pool_and_image_are_named),
+		CASE(test_unreadable_configuration_is_named),
 	};
 
 	snprintf(image_name, sizeof(image_name), "td-unit-%d", (int)getpid());
