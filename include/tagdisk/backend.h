@@ -122,7 +122,9 @@ struct td_rbd_params {
  * second daemon on the same image is refused. A holder that died keeps the
  * lock until the cluster drops its watch (osd_client_watch_timeout, 30 s by
  * default): the open waits that long, then breaks the lock and takes it.
- * Connecting gives up after 30 s unless ceph.conf bounds it otherwise.
+ * Connecting gives up after 30 s unless ceph.conf bounds it otherwise. A
+ * write completes once the OSDs have it: librbd's cache is off unless
+ * ceph.conf chooses an rbd_cache_policy.
  * @read_only opens without the lock. *@size is the image's size.
  * Return: 0; -EBUSY when another client holds the lock; another negative
  * errno. On error @msg (of @msglen bytes) says what went wrong in one line,
