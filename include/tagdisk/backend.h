@@ -119,7 +119,13 @@ struct td_rbd_params {
 /*
  * Connect, open @p->image (creating it with @create_size bytes when it does
  * not exist and @create_size is not 0) and take its exclusive lock, so that a
- * second daemon on the same image is refused. *@size is the image's size.
+ * second daemon on the same image is refused. A holder that died keeps the
+ * lock until the cluster drops its watch (osd_client_watch_timeout, 30 s by
+ * default): the open waits that long, then breaks the lock and takes it.
+ * Connecting gives up after 30 s unless ceph.conf bounds it otherwise. A
+ * write completes once the OSDs have it: librbd's cache is off unless
+ * ceph.conf chooses an rbd_cache_policy.
+ * @read_only opens without the lock. *@size is the image's size.
  * Return: 0; -EBUSY when another client holds the lock; another negative
  * errno. On error @msg (of @msglen bytes) says what went wrong in one line,
  * naming the lock's holder when Ceph says who it is.

@@ -11,6 +11,14 @@
  * to do meanwhile. An image that does not exist is created when a size is
  * given, with the default features, exclusive-lock among them.
  *
+ * Cache: librbd's default write-around cache completes a write before the
+ * OSDs have it (once the first flush has been seen), so a write the drive
+ * completed could die with the daemon. The backend is the medium, not a
+ * cache (the drive models a volatile cache of its own: write_cache =
+ * volatile), so rbd_cache is turned off unless the configuration file
+ * chooses an rbd_cache_policy: then a completed write is on the OSDs, a
+ * flush only waits for what is in flight, and FUA costs nothing more.
+ *
  * Lock: a read-write open takes the image's exclusive lock with
  * rbd_lock_acquire(). That also switches librbd from its default,
  * cooperative policy (a peer that asks for the lock is handed it) to the
@@ -32,9 +40,9 @@
  *
  * I/O: one td_backend_io is one librbd completion, whose argument is the io;
  * io->bpriv points back to the backend. Read, write, flush map one to one.
- * A FUA write carries LIBRADOS_OP_FLAG_FADVISE_FUA, which makes librbd's
- * default write-around cache send it through and complete it only once the
- * OSDs have it. With the ObjectCacher (rbd_cache_policy = writeback) the
+ * A FUA write carries LIBRADOS_OP_FLAG_FADVISE_FUA, which makes the
+ * write-around cache (when chosen) send it through and complete it only once
+ * the OSDs have it. With the ObjectCacher (rbd_cache_policy = writeback) the
  * flag is not relied on: there a FUA write is the write followed by a
  * flush, chained in the write's completion. Discard is rbd_aio_write_zeroes()
  * without flags: whole objects are removed, partial ones truncated or
@@ -55,17 +63,19 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include "common/lock.h"
+#include "common/log.h"
 #include "tagdisk/backend.h"
 
 #define RBD_DEFAULT_CONF "/etc/ceph/ceph.conf"
 #define RBD_DEFAULT_ID	 "admin"
-/* Bound on connecting and on monitor commands, in seconds, unless ceph.conf sets one. */
+/* Bound on connecting and on monitor commands, in seconds (see rbd_defaults). */
 #define RBD_CONNECT_TIMEOUT_S "30"
 /* rbd's default features; exclusive-lock is the one the daemon relies on. */
 #define RBD_CREATE_FEATURES                                                                        \
@@ -82,9 +92,11 @@ struct rbd_backend {
 	rados_t cluster;
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
-	uint64_t size;	/* bytes, at open */
-	bool locked;	/* we hold the exclusive lock */
-	bool fua_flush; /* a FUA write is a write then a flush (writeback cache) */
+	uint64_t size;	    /* bytes, at open */
+	bool locked;	    /* we hold the exclusive lock */
+	bool fua_flush;	    /* a FUA write is a write then a flush (writeback cache) */
+	atomic_bool fenced; /* an operation failed because this client was blocklisted */
+	char name[256];	    /* "pool/image", for messages */
 	struct td_mutex lock;
 	struct td_cond idle;	/* signalled when in_flight drops to 0 */
 	unsigned int in_flight; /* lock: accepted operations not yet finished */
@@ -119,6 +131,13 @@ static void rbd_finish(struct td_backend_io *io, int err)
 /* Return: librbd's result for @io as 0 or a negative errno; zero-fills the end of a short read. */
 static int rbd_result(struct td_backend_io *io, ssize_t r)
 {
+	struct rbd_backend *rb = io->bpriv;
+
+	/* Relaxed: the flag only keeps the message to one line per backend. */
+	if (r == -ESHUTDOWN && !atomic_exchange_explicit(&rb->fenced, true, memory_order_relaxed))
+		td_err("rbd: image %s: this client is blocklisted (another client broke its "
+		       "lock): every operation fails",
+		       rb->name);
 	if (r < 0)
 		return (int)r;
 	if (io->op == TD_OP_READ && (uint64_t)r < io->len)
@@ -146,7 +165,7 @@ static void rbd_fua_write_done(rbd_completion_t c, void *arg)
 
 	rbd_aio_release(c);
 	if (r < 0) {
-		rbd_finish(io, (int)r);
+		rbd_finish(io, rbd_result(io, r));
 		return;
 	}
 	err = rbd_aio_create_completion(io, rbd_io_done, &flush);
@@ -240,38 +259,37 @@ static void rbd_destroy(void *priv)
 }
 
 static const struct td_backend_ops rbd_ops = {
-    .name = "rbd",
-    .submit = rbd_submit,
-    .destroy = rbd_destroy,
+	.name = "rbd",
+	.submit = rbd_submit,
+	.destroy = rbd_destroy,
 };
 
 /*
- * Bound @key (a timeout in seconds) unless the configuration file set it:
- * @before is its value before the file was read.
+ * Settings of ours, each made only when the configuration file left @watch at
+ * its built-in default, so that an administrator's choice stands.
  */
-static int rbd_default_timeout(rados_t cluster, const char *key, const char *before)
-{
-	char now[32];
-	int err;
+static const struct rbd_default {
+	const char *watch;
+	const char *key;
+	const char *value;
+} rbd_defaults[] = {
+	/* A dead cluster fails the open instead of hanging it (librados: 300 s, and none). */
+	{ "client_mount_timeout", "client_mount_timeout", RBD_CONNECT_TIMEOUT_S },
+	{ "rados_mon_op_timeout", "rados_mon_op_timeout", RBD_CONNECT_TIMEOUT_S },
+	/* A write completes once the OSDs have it: no write-around cache unless chosen. */
+	{ "rbd_cache_policy", "rbd_cache", "false" },
+};
 
-	err = rados_conf_get(cluster, key, now, sizeof(now));
-	if (err)
-		return err;
-	if (strcmp(now, before))
-		return 0;
-	return rados_conf_set(cluster, key, RBD_CONNECT_TIMEOUT_S);
-}
-
-/* Read @conf and set the keyring and the timeouts. Return: 0 or a negative errno, with @msg. */
+/* Read @conf, set the keyring and rbd_defaults. Return: 0 or a negative errno, with @msg. */
 static int rbd_configure(rados_t cluster, const struct td_rbd_params *p, const char *conf,
 			 char *msg, size_t msglen)
 {
-	static const char *const keys[] = {"client_mount_timeout", "rados_mon_op_timeout"};
-	char before[TD_ARRAY_SIZE(keys)][32];
+	char before[TD_ARRAY_SIZE(rbd_defaults)][64];
+	char now[64];
 	int err;
 
-	for (size_t i = 0; i < TD_ARRAY_SIZE(keys); i++) {
-		err = rados_conf_get(cluster, keys[i], before[i], sizeof(before[i]));
+	for (size_t i = 0; i < TD_ARRAY_SIZE(rbd_defaults); i++) {
+		err = rados_conf_get(cluster, rbd_defaults[i].watch, before[i], sizeof(before[i]));
 		if (err)
 			goto out_key;
 	}
@@ -288,8 +306,10 @@ static int rbd_configure(rados_t cluster, const struct td_rbd_params *p, const c
 			return err;
 		}
 	}
-	for (size_t i = 0; i < TD_ARRAY_SIZE(keys); i++) {
-		err = rbd_default_timeout(cluster, keys[i], before[i]);
+	for (size_t i = 0; i < TD_ARRAY_SIZE(rbd_defaults); i++) {
+		err = rados_conf_get(cluster, rbd_defaults[i].watch, now, sizeof(now));
+		if (!err && !strcmp(now, before[i]))
+			err = rados_conf_set(cluster, rbd_defaults[i].key, rbd_defaults[i].value);
 		if (err)
 			goto out_key;
 	}
@@ -487,6 +507,7 @@ int td_backend_rbd_open(struct td_backend *be, const struct td_rbd_params *p, ui
 	}
 	td_mutex_init(&rb->lock);
 	td_cond_init(&rb->idle);
+	snprintf(rb->name, sizeof(rb->name), "%s/%s", p->pool, p->image);
 	err = rados_create(&rb->cluster, id);
 	if (err) {
 		rb->cluster = NULL;
@@ -499,8 +520,10 @@ int td_backend_rbd_open(struct td_backend *be, const struct td_rbd_params *p, ui
 		goto out_teardown;
 	err = rados_connect(rb->cluster);
 	if (err) {
-		snprintf(msg, msglen, "rbd: cannot connect to the cluster with %s as client.%s: %s",
-			 conf, id, strerror(-err));
+		snprintf(msg, msglen,
+			 "rbd: cannot connect to the cluster with %s%s%s as client.%s: %s", conf,
+			 p->keyring ? " and keyring " : "", p->keyring ? p->keyring : "", id,
+			 strerror(-err));
 		goto out_teardown;
 	}
 	err = rados_ioctx_create(rb->cluster, p->pool, &rb->ioctx);

@@ -5,7 +5,9 @@
  * the asynchronous submit and through the synchronous td_backend_* calls,
  * with the data checked byte for byte, many submitters at once, destroy
  * waiting for what is outstanding, the exclusive lock refusing a second
- * opener, and the messages for what is absent.
+ * opener (in this process and in another) and passing to a new opener once
+ * its holder is killed, and the messages for what is absent. That last lock
+ * case takes the cluster's osd_client_watch_timeout (30 s by default).
  *
  * TD_CEPH_CONF names the cluster's ceph.conf (its keyring is what the file
  * says, or TD_CEPH_KEYRING); TD_CEPH_POOL the pool (default "rbd"), and
@@ -14,7 +16,9 @@
  * is skipped, after one line saying why.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <rados/librados.h>
@@ -40,6 +45,8 @@
 #define SUBMITTERS	  4
 #define OPS_PER_SUBMITTER 64
 #define OP_BYTES	  16384
+/* A killed holder's lock must be free again within the cluster's watch timeout (30 s). */
+#define TAKEOVER_MS 120000
 
 static char image_name[64];
 
@@ -238,8 +245,8 @@ static void test_sync_calls_on_the_async_backend_keep_exact_data(void **state)
 	const uint64_t off = 2 * OBJECT_SIZE - 8192;
 	uint8_t *w = xmalloc(3 * 8192);
 	uint8_t *r = xmalloc(3 * 8192);
-	struct iovec wv[3] = {{w, 8192}, {w + 8192, 4096}, {w + 12288, 12288}};
-	struct iovec rv[2] = {{r, 1024}, {r + 1024, 3 * 8192 - 1024}};
+	struct iovec wv[3] = { { w, 8192 }, { w + 8192, 4096 }, { w + 12288, 12288 } };
+	struct iovec rv[2] = { { r, 1024 }, { r + 1024, 3 * 8192 - 1024 } };
 
 	fill_random(w, 3 * 8192, 3);
 	assert_int_equal(td_backend_write(&e->be, wv, 3, off, false), 0);
@@ -391,7 +398,7 @@ static void test_second_open_is_refused_busy_naming_the_holder(void **state)
 	uint64_t size = 0;
 	uint8_t *w = xmalloc(4096);
 	uint8_t *r = xmalloc(4096);
-	struct iovec iov = {r, 4096};
+	struct iovec iov = { r, 4096 };
 
 	assert_int_equal(td_backend_rbd_open(&be2, p, IMAGE_SIZE, false, &size, msg, sizeof(msg)),
 			 -EBUSY);
@@ -452,6 +459,89 @@ static void test_unreadable_configuration_is_named(void **state)
 	assert_non_null(strstr(msg, "rbd: cannot read /nonexistent/td-unit/ceph.conf: "));
 }
 
+/* ---- another process holding the lock -------------------------------------------------- */
+
+/*
+ * Run as "test_backend_rbd --hold-lock IMAGE": open IMAGE, say "locked" on
+ * stdout and wait to be killed. Return: the exit status when it cannot.
+ */
+static int hold_lock(const char *image)
+{
+	struct td_rbd_params p = *params();
+	struct td_backend be;
+	char msg[256] = "";
+	uint64_t size;
+
+	p.image = image;
+	alarm(WATCHDOG_S); /* a holder its test forgot does not outlive it by much */
+	if (td_backend_rbd_open(&be, &p, IMAGE_SIZE, false, &size, msg, sizeof(msg))) {
+		fprintf(stderr, "%s\n", msg);
+		return 1;
+	}
+	printf("locked\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* Start a process holding this run's image lock. Return: its pid, once it holds it. */
+static pid_t start_holder(void)
+{
+	char line[16] = "";
+	struct pollfd pfd;
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		execl("/proc/self/exe", "test_backend_rbd", "--hold-lock", image_name, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, WAIT_MS), 1);
+	assert_true(read(fds[0], line, sizeof(line) - 1) > 0);
+	close(fds[0]);
+	assert_string_equal(line, "locked\n");
+	return pid;
+}
+
+static void test_lock_of_a_killed_holder_is_taken_over(void **state)
+{
+	const struct td_rbd_params *p = params();
+	char msg[256] = "";
+	uint64_t size, t0, ms;
+	struct td_backend be;
+	int status;
+	pid_t pid;
+
+	/* The holder is another process: the fixture's backend lets go of the lock first. */
+	env_of(state);
+	teardown_close(state);
+	*state = NULL;
+	pid = start_holder();
+	assert_int_equal(td_backend_rbd_open(&be, p, IMAGE_SIZE, false, &size, msg, sizeof(msg)),
+			 -EBUSY);
+	assert_non_null(strstr(msg, "is locked by client."));
+
+	/* Killed, it cannot answer: the open waits for the cluster to drop its watch. */
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	t0 = mono_ns();
+	msg[0] = '\0';
+	assert_int_equal(td_backend_rbd_open(&be, p, IMAGE_SIZE, false, &size, msg, sizeof(msg)), 0);
+	ms = (mono_ns() - t0) / 1000000;
+	print_message("# the killed holder's lock was taken over after %llu ms\n",
+		      (unsigned long long)ms);
+	assert_true(ms < TAKEOVER_MS);
+	be.ops->destroy(be.priv);
+}
+
 /* ---- the run's image ------------------------------------------------------------------ */
 
 /* Remove this run's image (it may not exist: a case failed before creating it). */
@@ -477,31 +567,26 @@ static int remove_image(void **state)
 	return 0;
 }
 
-int main(void)
+/* Every case runs on a backend of its own, opened (the image created) by setup_open. */
+#define CASE(fn) cmocka_unit_test_setup_teardown(fn, setup_open, teardown_close)
+
+int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_open_creates_the_image_with_the_size_asked,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(
-		test_async_write_read_fua_flush_discard_and_write_zeroes_keep_exact_data,
-		setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_sync_calls_on_the_async_backend_keep_exact_data,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_reads_past_the_end_read_zeroes, setup_open,
-					    teardown_close),
-	    cmocka_unit_test_setup_teardown(
-		test_concurrent_submitters_each_get_one_completion_and_their_data, setup_open,
-		teardown_close),
-	    cmocka_unit_test_setup_teardown(test_destroy_waits_for_every_outstanding_operation,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_second_open_is_refused_busy_naming_the_holder,
-					    setup_open, teardown_close),
-	    cmocka_unit_test_setup_teardown(test_absent_pool_and_image_are_named, setup_open,
-					    teardown_close),
-	    cmocka_unit_test_setup_teardown(test_unreadable_configuration_is_named, setup_open,
-					    teardown_close),
+		CASE(test_open_creates_the_image_with_the_size_asked),
+		CASE(test_async_write_read_fua_flush_discard_and_write_zeroes_keep_exact_data),
+		CASE(test_sync_calls_on_the_async_backend_keep_exact_data),
+		CASE(test_reads_past_the_end_read_zeroes),
+		CASE(test_concurrent_submitters_each_get_one_completion_and_their_data),
+		CASE(test_destroy_waits_for_every_outstanding_operation),
+		CASE(test_second_open_is_refused_busy_naming_the_holder),
+		CASE(test_absent_pool_and_image_are_named),
+		CASE(test_unreadable_configuration_is_named),
+		CASE(test_lock_of_a_killed_holder_is_taken_over),
 	};
 
+	if (argc == 3 && !strcmp(argv[1], "--hold-lock") && params())
+		return hold_lock(argv[2]);
 	snprintf(image_name, sizeof(image_name), "td-unit-%d", (int)getpid());
 	if (!params())
 		print_message("# TD_CEPH_CONF is not set: the rbd backend cases need a Ceph "
