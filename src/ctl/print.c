@@ -185,6 +185,16 @@ void td_ctl_print_status(struct json_object *r)
 			 td_ctl_get_str(r, "/backend_target"));
 		kv_add(t, "backend", line);
 	}
+	if (td_jsonc_get(r, "/backend_ops")) {
+		uint64_t stale = td_ctl_get_u64(r, "/stale_ops");
+
+		snprintf(line, sizeof(line), "%s outstanding, %s stale%s (fenced %s time%s)",
+			 td_ctl_get_num(r, "/backend_ops", a, sizeof(a)),
+			 td_ctl_get_num(r, "/stale_ops", b, sizeof(b)),
+			 stale ? ": new commands wait" : "", td_ctl_get_num(r, "/fences", c, sizeof(c)),
+			 td_ctl_get_u64(r, "/fences") == 1 ? "" : "s");
+		kv_add(t, "backend ops", line);
+	}
 	snprintf(line, sizeof(line), "%s (%s bytes)",
 		 td_ctl_fmt_size(td_ctl_get_u64(r, "/size"), a, sizeof(a)),
 		 td_ctl_get_num(r, "/size", b, sizeof(b)));

@@ -181,6 +181,12 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 		}
 	}
 	td_admin_put_u64(out, o, "workers", ds.workers);
+	if (a->p.backend && strcmp(a->p.backend, "file")) {
+		/* An asynchronous backend: what it has outstanding, and the reset fence. */
+		td_admin_put_u64(out, o, "backend_ops", ds.backend_ops);
+		td_admin_put_u64(out, o, "stale_ops", ds.stale_ops);
+		td_admin_put_u64(out, o, "fences", ds.fences);
+	}
 	td_admin_put_str(out, o, "model", td_drive_model_name(ds.model));
 	td_admin_put_str(out, o, "write_cache", td_write_cache_name(ds.write_cache));
 	td_admin_put_u64(out, o, "command_timeout_ms", qs.command_timeout_ms);

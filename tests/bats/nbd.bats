@@ -199,3 +199,59 @@ reset_loop() {
 	same_bytes
 	stop_tagdiskd
 }
+
+
+@test "a reset while the server is stopped: the sent writes go stale, nothing new starts until they return, fio verify passes" {
+	local before sent
+	start_nbdkit
+	start_nbd_daemon 1
+	fio_verify_bg fenced
+	td_wait_for 300 "fio to have written 4096 blocks" writes_at_least 4096 >&2
+	stop_nbdkit_pause STOP
+	td_wait_for 60 "writes outstanding at the stopped server" backend_ops_at_least 1 >&2
+	before=$(td_status fences)
+	run "$TAGDISKCTL" -s "$TD_SOCK" reset
+	assert_success
+	# Every operation the server had became stale; the requeued commands wait behind them.
+	sent=$(td_status stale_ops)
+	[ "$sent" -ge 1 ]
+	[ "$(td_status backend_ops)" -eq 0 ]
+	[ "$(td_status fences)" -eq $((before + 1)) ]
+	run "$TAGDISKCTL" -s "$TD_SOCK" status
+	assert_output --regexp "backend ops +0 outstanding, $sent stale: new commands wait"
+	# Still fenced a moment later: nothing was sent in the meantime.
+	td_wait_for 60 "the requeued commands to wait at the drive" drive_holds_commands >&2
+	[ "$(td_status backend_ops)" -eq 0 ]
+	stop_nbdkit_pause CONT
+	td_wait_for 120 "the stale operations to return" stale_ops_none >&2
+	fio_wait fenced
+	echo "# $sent writes went stale at the reset; fio verify passed" >&3
+	[ "$(td_status errors)" -eq 0 ]
+	same_bytes
+	stop_tagdiskd
+}
+
+backend_ops_at_least() {
+	local n
+	n=$(td_status backend_ops)
+	echo "$n outstanding"
+	[ "$n" -ge "$1" ]
+}
+
+stale_ops_none() {
+	[ "$(td_status stale_ops)" -eq 0 ]
+}
+
+# drive_holds_commands: requests are in flight at the queue but none at the backend.
+drive_holds_commands() {
+	local f b
+	f=$(td_status in_flight)
+	b=$(td_status backend_ops)
+	echo "in_flight $f, backend_ops $b"
+	[ "$f" -gt 0 ] && [ "$b" -eq 0 ]
+}
+
+# stop_nbdkit_pause STOP|CONT: freeze or thaw the server without losing its connections.
+stop_nbdkit_pause() {
+	kill -"$1" "$NBD_PID"
+}

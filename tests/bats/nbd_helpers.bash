@@ -24,6 +24,8 @@ nbd_setup() {
 
 nbd_teardown() {
 	[ -z "${BG_PIDS:-}" ] || kill $BG_PIDS 2>/dev/null || true
+	# A test that failed with the server frozen: thaw it, or the daemon's stop waits for it.
+	[ -z "${NBD_PID:-}" ] || kill -CONT "$NBD_PID" 2>/dev/null || true
 	# The daemon before the server: its last flush goes to the server.
 	td_teardown
 	stop_nbdkit
