@@ -193,7 +193,7 @@ void td_ctl_print_status(struct json_object *r)
 			 td_ctl_get_num(r, "/stale_ops", b, sizeof(b)),
 			 stale ? ": new commands wait" : "", td_ctl_get_num(r, "/fences", c, sizeof(c)),
 			 td_ctl_get_u64(r, "/fences") == 1 ? "" : "s");
-		kv_add(t, "backend ops", line);
+		kv_add(t, "backend io", line);
 	}
 	snprintf(line, sizeof(line), "%s (%s bytes)",
 		 td_ctl_fmt_size(td_ctl_get_u64(r, "/size"), a, sizeof(a)),

@@ -218,7 +218,7 @@ reset_loop() {
 	[ "$(td_status backend_ops)" -eq 0 ]
 	[ "$(td_status fences)" -eq $((before + 1)) ]
 	run "$TAGDISKCTL" -s "$TD_SOCK" status
-	assert_output --regexp "backend ops +0 outstanding, $sent stale: new commands wait"
+	assert_output --regexp "backend io +0 outstanding, $sent stale: new commands wait"
 	# Still fenced a moment later: nothing was sent in the meantime.
 	td_wait_for 60 "the requeued commands to wait at the drive" drive_holds_commands >&2
 	[ "$(td_status backend_ops)" -eq 0 ]
