@@ -13,6 +13,7 @@
 #   td_ctl ARGS            tagdiskctl against this test's socket
 #   td_admin LINE          send one raw line to the socket, print the reply line
 #   td_elv_name NAME       the elevator name status shows for NAME in the mode under test
+#   reset_loop             tagdiskctl reset every 100-200 ms until $TD_DIR/stop exists (background)
 
 load /usr/lib/bats/bats-support/load
 load /usr/lib/bats/bats-assert/load
@@ -407,4 +408,16 @@ td_remove_test_users() {
 		if getent group "$u" >/dev/null; then groupdel "$u" 2>/dev/null || true; fi
 	done <"$BATS_FILE_TMPDIR/td_created_users"
 	rm -f "$BATS_FILE_TMPDIR/td_created_users"
+}
+
+# reset_loop: `tagdiskctl reset` every 100-200 ms until $TD_DIR/stop exists; each reply line
+# goes to $TD_DIR/resets.log, and a failed call leaves "FAILED rc" there.
+reset_loop() {
+	local rc
+	while [ ! -e "$TD_DIR/stop" ]; do
+		rc=0
+		"$TAGDISKCTL" -s "$TD_SOCK" reset >>"$TD_DIR/resets.log" 2>&1 || rc=$?
+		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
+		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
+	done
 }

@@ -162,18 +162,6 @@ writes_at_least() {
 	stop_tagdiskd
 }
 
-# reset_loop: `tagdiskctl reset` every 100-200 ms until $TD_DIR/stop exists; each reply line
-# goes to $TD_DIR/resets.log, and a failed call leaves "FAILED rc" there.
-reset_loop() {
-	local rc
-	while [ ! -e "$TD_DIR/stop" ]; do
-		rc=0
-		"$TAGDISKCTL" -s "$TD_SOCK" reset >>"$TD_DIR/resets.log" 2>&1 || rc=$?
-		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
-		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
-	done
-}
-
 @test "tagdiskctl reset every 100-200 ms during fio verify on an NBD export: no error, nothing lost" {
 	local round=0 resets
 	start_nbdkit

@@ -186,18 +186,6 @@ pgs_clean_now() {
 	[ "$(stat -c %s "$TD_DIR/exported")" -eq $((256 * 1024 * 1024)) ]
 }
 
-# reset_loop: `tagdiskctl reset` every 100-200 ms until $TD_DIR/stop exists; each reply line
-# goes to $TD_DIR/resets.log, and a failed call leaves "FAILED rc" there.
-reset_loop() {
-	local rc
-	while [ ! -e "$TD_DIR/stop" ]; do
-		rc=0
-		"$TAGDISKCTL" -s "$TD_SOCK" reset >>"$TD_DIR/resets.log" 2>&1 || rc=$?
-		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
-		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
-	done
-}
-
 @test "rbd: fio verify at QD 32 with a reset every 100-200 ms: no error, the counters add up" {
 	start_rbd rbd1 resets -- --size 256M
 	: >"$TD_DIR/resets.log"

@@ -65,18 +65,6 @@ fio_rounds() {
 	done
 }
 
-# reset_loop: `tagdiskctl reset` every 100-200 ms until $TD_DIR/stop exists; each reply
-# line goes to $TD_DIR/resets.log, and a failed call leaves "FAILED rc" there.
-reset_loop() {
-	local rc
-	while [ ! -e "$TD_DIR/stop" ]; do
-		rc=0
-		"$TAGDISKCTL" -s "$TD_SOCK" reset >>"$TD_DIR/resets.log" 2>&1 || rc=$?
-		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
-		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
-	done
-}
-
 resets_done() {
 	grep -c '^reset: ' "$TD_DIR/resets.log"
 }
