@@ -8,7 +8,8 @@
  * the completion of an entry's command, the owner's process callback handles
  * it as if read from /dev/fuse, and the reply - sent from any thread through
  * td_fuse_uring_reply() - goes back, with the fetch of the next request, in
- * one COMMIT_AND_FETCH issued by the queue's thread.
+ * one COMMIT_AND_FETCH issued by the thread whose ring holds the entry: its
+ * queue's thread, or a helper's for large I/O (params.helpers).
  *
  * Requests are handed to the process callback with their `unique` replaced
  * by a tag naming the entry (td_fuse_uring_owns() recognises it), so a reply
@@ -19,9 +20,10 @@
  * start once the reply is written (the kernel refuses REGISTER before), destroy before closing /dev/fuse (the
  * ring's pending commands hold the device open). Every reply to a ring
  * request must have been written before destroy.
- * LOCKING: each queue's mutex guards its list of replies waiting to be
- * committed; everything else of a queue belongs to its thread. The request
- * counters are relaxed atomics.
+ * LOCKING: each loop's (queue thread's or helper's) mutex guards its lists
+ * of replies waiting to be committed and of requests handed to it;
+ * everything else of a loop belongs to its thread, and an entry to the loop
+ * holding it. The request counters are relaxed atomics.
  */
 #ifndef TAGDISK_FUSE_URING_H
 #define TAGDISK_FUSE_URING_H
@@ -47,13 +49,21 @@ struct td_fuse_uring_params {
 	void (*process)(void *arg, void *buf, size_t len);
 	void *arg;
 	/*
-	 * 0: process every request in the queue's thread (the handlers return
-	 * at once). Else the handlers may block for the I/O's duration: FSYNC,
-	 * FALLOCATE, and READ and WRITE of 64 KiB and more go to helper threads,
-	 * started on demand, at most this many (the ring thread only decodes
-	 * them); small reads and writes stay inline, cheaper than a hand-over.
+	 * Helper loops, started on demand, at most this many (0: every request
+	 * is processed in its queue's thread). READ and WRITE of 64 KiB and more
+	 * go to a helper, which keeps the entry while such requests keep coming
+	 * on it: the kernel's copies of the payload, at the commit and at the
+	 * fetch, run in the thread whose ring holds the entry, so they spread
+	 * over the CPUs instead of queueing on the ring thread. Small requests
+	 * stay in (or go back to) their queue's thread, cheaper than a hand-over.
 	 */
 	unsigned int helpers;
+	/*
+	 * The handlers may block for the I/O's duration (they do it in the
+	 * calling thread): FSYNC and FALLOCATE go to helpers too, and a helper
+	 * keeps a request rather than wait behind a busier one.
+	 */
+	bool blocking;
 };
 
 /* Return: the number of queues the kernel expects: one per possible CPU. */
