@@ -138,8 +138,9 @@ void td_ctl_print_help(struct json_object *r)
 }
 
 /*
- * The FUSE transport: "uring, 2 rings x 64 entries (requests 812 / 95), 16
- * threads" or "classic, 16 threads"; a daemon that does not say: "-".
+ * The FUSE transport: "uring, 2 rings x 64 entries (requests 812 / 95), 0
+ * ring helpers, 16 threads" or "classic, 16 threads"; a daemon that does not
+ * say: "-".
  */
 static void status_fuse(struct json_object *r, char *line, size_t len)
 {
@@ -163,6 +164,9 @@ static void status_fuse(struct json_object *r, char *line, size_t len)
 					num_text(arr_get(rings, i), a, sizeof(a)));
 		if ((size_t)off < len)
 			off += snprintf(line + off, len - (size_t)off, ")");
+		if ((size_t)off < len && td_jsonc_get(r, "/uring_helpers"))
+			off += snprintf(line + off, len - (size_t)off, ", %s ring helpers",
+					td_ctl_get_num(r, "/uring_helpers", a, sizeof(a)));
 	}
 	if ((size_t)off < len)
 		snprintf(line + off, len - (size_t)off, ", %s threads",

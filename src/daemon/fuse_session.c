@@ -253,7 +253,7 @@ static ssize_t init_reply(struct td_fuse_session *s, int fd, struct iovec *iov, 
 		.process = ring_process,
 		.arg = s,
 		/*
-		 * Handlers that return at once (rq, mq) leave the copies to the
+		 * Handlers that return at once (drive workers) leave the copies to the
 		 * drive's workers and the commits to the queue's thread: measured,
 		 * helpers committing there made 1 MiB reads slower (0.59x).
 		 * Blocking ones get two helpers per CPU: measured on 2 CPUs, 128
@@ -619,6 +619,7 @@ void td_fuse_session_transport_stats(struct td_fuse_session *s, struct td_fuse_t
 		st->nr_queues = td_fuse_uring_counts(u, st->queue_requests,
 						     TD_ARRAY_SIZE(st->queue_requests));
 		st->entries = td_fuse_uring_entries(u);
+		st->helpers = td_fuse_uring_helpers(u);
 	}
 }
 

@@ -96,6 +96,7 @@ struct td_fuse_transport_stats {
 	const char *name;		 /* "classic" or "uring" (static string) */
 	unsigned int nr_queues;		 /* uring: queues (one per CPU); 0 for classic */
 	unsigned int entries;		 /* uring: entries per queue */
+	unsigned int helpers;		 /* uring: helper loops running */
 	uint64_t queue_requests[64];	 /* uring: requests each queue received (first 64) */
 };
 

@@ -992,6 +992,11 @@ unsigned int td_fuse_uring_counts(struct td_fuse_uring *u, uint64_t *counts, uns
 	return u->nr_queues;
 }
 
+unsigned int td_fuse_uring_helpers(struct td_fuse_uring *u)
+{
+	return atomic_load(&u->nr_helpers);
+}
+
 unsigned int td_fuse_uring_entries(const struct td_fuse_uring *u)
 {
 	return u->p.nr_entries;

@@ -117,6 +117,9 @@ void *td_fuse_uring_reply_space(size_t len);
 unsigned int td_fuse_uring_counts(struct td_fuse_uring *u, uint64_t *counts, unsigned int max)
 	td_nonnull(1);
 
+/* Return: the helper loops running now. */
+unsigned int td_fuse_uring_helpers(struct td_fuse_uring *u) td_nonnull(1);
+
 /* Return: the entries per queue. */
 unsigned int td_fuse_uring_entries(const struct td_fuse_uring *u) td_nonnull(1);
 

@@ -127,6 +127,34 @@ fio_ok() { # NAME FIO_OPTIONS...
 	done
 }
 
+@test "uring, bio mode: 1 MiB I/O from one job goes to ring helpers; mixed sizes keep their data" {
+	start_tagdiskd --size 256M --mode bio
+	[ "$(td_status uring_helpers)" -eq 0 ]
+	fio_ok seq1m --filename="$TD_DISK" --rw=write --bs=1M --iodepth=8 --size=128M "${VERIFY[@]}"
+	local helpers bound
+	helpers=$(td_status uring_helpers)
+	bound=$(($(nproc) * 2))
+	[ "$bound" -ge 4 ] || bound=4
+	echo "ring helpers after 1 MiB writes and reads: $helpers (bound $bound)" >&2
+	[ "$helpers" -ge 1 ]
+	[ "$helpers" -le "$bound" ]
+	# Entries move between the queues' threads and the helpers as the sizes change.
+	fio_ok mixed --filename="$TD_DISK" --rw=randrw --bsrange=4k-1M --iodepth=32 \
+		--numjobs=2 --offset_increment=128M --size=128M "${VERIFY[@]}"
+	[ "$(td_status uring_helpers)" -le "$bound" ]
+	cmp "$TD_DISK" "$TD_IMG"
+	[ "$(td_status errors)" -eq 0 ]
+	stop_tagdiskd
+	grep -q 'fuse: transport uring: ' "$TD_LOG"
+}
+
+@test "uring, rq mode with drive workers: no ring helpers (the workers do the copies)" {
+	start_tagdiskd --size 64M --mode rq --workers 2
+	fio_ok seq1m --filename="$TD_DISK" --rw=write --bs=1M --iodepth=8 --size=64M "${VERIFY[@]}"
+	[ "$(td_status uring_helpers)" -eq 0 ]
+	stop_tagdiskd
+}
+
 @test "uring: ext4 on a direct-I/O loop device: fsck clean, files intact after a remount" {
 	local dev fs=$TD_DIR/fs tree=/usr/include/linux
 	start_tagdiskd --size 256M --workers 2
