@@ -41,7 +41,8 @@
  * does the same job), so a slow command holds up the submitter it came from
  * or td-kblockd, never the admin socket or the timeouts.
  *
- * Drain: q->outstanding counts bios between submission and end_io.
+ * Drain: q->submitted and q->ended count bios at submission and after
+ * end_io, per CPU; a drainer waits for the two sums to meet.
  */
 #include <assert.h>
 #include <errno.h>
@@ -102,15 +103,18 @@ void td_queue_bio_done(struct td_queue *q)
 	/* An hctx counts nothing: its mq queue holds the drain count. */
 	if (q->parent)
 		q = q->parent;
-	uint64_t n = atomic_load(&q->outstanding);
-
-	while (n > 1 || !atomic_load(&q->drain_waiters)) {
-		if (atomic_compare_exchange_weak(&q->outstanding, &n, n - 1))
-			return;
+	/*
+	 * With nobody draining, the count is the last thing of @q we touch. A
+	 * drainer that arrives just after the check misses our wake-up and
+	 * sees the count when it looks again (wait_drained() polls).
+	 */
+	if (td_likely(!atomic_load(&q->drain_waiters))) {
+		td_pcpu_add(&q->ended, 1);
+		return;
 	}
 	td_mutex_lock(&q->lock);
-	if (atomic_fetch_sub(&q->outstanding, 1) == 1)
-		td_cond_broadcast(&q->drain_cond);
+	td_pcpu_add(&q->ended, 1);
+	td_cond_broadcast(&q->drain_cond);
 	td_mutex_unlock(&q->lock);
 }
 
@@ -618,7 +622,7 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 	struct td_bio_list ends = { 0 };
 
 	assert(bio->end_io);
-	atomic_fetch_add(&q->outstanding, 1);
+	td_pcpu_add(&q->submitted, 1);
 	if (q->make_request && td_queue_stacked_make_request(q, bio))
 		return;
 	if (q->mode == TD_MODE_BIO) {
@@ -709,7 +713,7 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 
 	for (bio = list; bio; bio = bio->next)
 		n++;
-	atomic_fetch_add(&q->outstanding, n);
+	td_pcpu_add(&q->submitted, n);
 	if (q->mode == TD_MODE_MQ) {
 		td_queue_mq_submit(q, list);
 		return;
@@ -741,7 +745,7 @@ static bool wait_drained(struct td_queue *q, uint64_t deadline)
 
 	td_mutex_lock(&q->lock);
 	atomic_fetch_add(&q->drain_waiters, 1);
-	while (atomic_load(&q->outstanding) > 0) {
+	while (td_queue_outstanding(q) > 0) {
 		uint64_t now = td_now_ns();
 
 		if (now >= deadline)
@@ -751,7 +755,7 @@ static bool wait_drained(struct td_queue *q, uint64_t deadline)
 				   TD_MIN(now + 5 * TD_NSEC_PER_MSEC, deadline));
 	}
 	atomic_fetch_sub(&q->drain_waiters, 1);
-	drained = atomic_load(&q->outstanding) == 0;
+	drained = td_queue_outstanding(q) == 0;
 	td_mutex_unlock(&q->lock);
 	return drained;
 }
@@ -780,9 +784,10 @@ int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms)
 	td_mutex_lock(&q->lock);
 	atomic_store(&q->dead, true);
 	td_mutex_unlock(&q->lock);
+	uint64_t left = td_queue_outstanding(q);
+
 	td_warnx("queue: %llu bio%s still outstanding after %u ms; new ones fail with EIO",
-		 (unsigned long long)atomic_load(&q->outstanding),
-		 atomic_load(&q->outstanding) == 1 ? "" : "s", timeout_ms);
+		 (unsigned long long)left, left == 1 ? "" : "s", timeout_ms);
 	return -ETIMEDOUT;
 }
 

@@ -27,6 +27,7 @@
 #include "common/compiler.h"
 #include "common/list.h"
 #include "common/lock.h"
+#include "common/pcpu.h"
 #include "common/rbtree.h"
 #include "tagdisk/elevator.h"
 #include "tagdisk/queue.h"
@@ -124,8 +125,13 @@ struct td_queue {
 	bool kick_map;	   /* and kick every user of the tag map first */
 	struct td_cond kblockd_cond;
 
-	/* Bios submitted and not yet ended: changed by every submission and end. */
-	_Alignas(64) _Atomic uint64_t outstanding;
+	/*
+	 * The drain count: bios submitted and bios ended, each counted on the
+	 * shard of the CPU that submitted or ended it, so submitters on
+	 * different CPUs share no line (td_queue_outstanding() subtracts).
+	 */
+	struct td_pcpu_counter submitted;
+	struct td_pcpu_counter ended;
 };
 
 /*
@@ -184,10 +190,16 @@ void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int 
 				 struct td_bio_list *ends, uint64_t now) td_nonnull(1, 2, 5);
 
 /*
- * A bio has ended: drop it from the drain count (q->outstanding). After the
+ * A bio has ended: count it in the drain count (q->ended). After the
  * count reaches zero a drainer may destroy @q: touch nothing of it after.
  */
 void td_queue_bio_done(struct td_queue *q) td_nonnull(1);
+
+/* Return: bios submitted to @q and not ended (an upper bound while they move). */
+static inline uint64_t td_queue_outstanding(struct td_queue *q)
+{
+	return td_pcpu_pending(&q->submitted, &q->ended);
+}
 
 /* End @bio with @error (its end_io, then td_queue_bio_done()). No lock held. */
 void td_queue_end_bio(struct td_queue *q, struct td_bio *bio, int error) td_nonnull(1, 2);

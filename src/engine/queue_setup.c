@@ -210,7 +210,7 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	if (ret)
 		goto out;
 	ret = -ENOMEM;
-	/* Cache-line aligned: the lock and the outstanding count have lines of their own. */
+	/* Cache-line aligned: the lock and the drain count's shards have lines of their own. */
 	q = aligned_alloc(_Alignof(struct td_queue), sizeof(*q));
 	if (!q)
 		goto out;
@@ -240,7 +240,8 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	q->eq.tunables = &q->tunables;
 	q->eq.clock = &q->clock;
 	q->eq.max_sectors = p->max_sectors;
-	atomic_init(&q->outstanding, 0);
+	td_pcpu_init(&q->submitted);
+	td_pcpu_init(&q->ended);
 	atomic_init(&q->dead, false);
 	atomic_init(&q->write_blocked, false);
 
@@ -348,7 +349,7 @@ struct td_queue *td_queue_hctx_create(struct td_queue *parent, const struct td_q
 
 void td_queue_destroy(struct td_queue *q)
 {
-	assert(atomic_load(&q->outstanding) == 0);
+	assert(td_queue_outstanding(q) == 0);
 	stop_threads(q);
 	assert(q->nr_in_flight == 0 && q->nr_dispatch == 0);
 	if (q->mode == TD_MODE_MQ)
