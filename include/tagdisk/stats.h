@@ -12,7 +12,7 @@
  * CPUs do not bounce one line; a snapshot sums the shards. The in-flight
  * integral is kept under a small spinlock of its own.
  *
- * Per-CPU stats (td_stats_create_percpu(), for mq queues) take no lock at
+ * Per-CPU stats (td_stats_create_percpu(), for mq and bio queues) take no lock at
  * all, like Linux's part_stat since 5.x: each CPU adds to the shard of its
  * CPU, the in-flight count included; time_in_queue is the sum of the
  * completed requests' latencies; and io_ticks is approximated with a stamp

@@ -248,8 +248,12 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	if (parent) {
 		q->stats = parent->stats;
 	} else {
-		/* An mq queue counts per CPU, with no lock, as its hctxs run on every CPU at once. */
-		q->stats = q->mode == TD_MODE_MQ ? td_stats_create_percpu() : td_stats_create();
+		/*
+		 * mq and bio queues count per CPU, with no lock: their submitters run
+		 * on every CPU at once. rq mode keeps the exact busy-time integrals
+		 * (its queue lock serialises it anyway).
+		 */
+		q->stats = q->mode == TD_MODE_RQ ? td_stats_create() : td_stats_create_percpu();
 		if (!q->stats)
 			goto out_destroy_locks;
 		q->rangelock = td_rangelock_create();
