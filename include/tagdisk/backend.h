@@ -57,6 +57,13 @@ struct td_backend_io {
 
 struct td_backend_ops {
 	const char *name; /* "file", "mem", "null", "rbd", "nbd" */
+	/*
+	 * Synchronous backends whose calls only touch memory (mem, null): no
+	 * call can be left waiting on a device or a server, so the drive skips
+	 * the bookkeeping that lets a bounded drain abandon one (see "Giving
+	 * commands back" in src/engine/drive.c).
+	 */
+	bool memory_only;
 	/* Synchronous backends: all five; asynchronous ones: none. */
 	int (*read)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off);
 	int (*write)(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua);

@@ -21,6 +21,7 @@
 #include "common/compiler.h"
 #include "common/list.h"
 #include "common/lock.h"
+#include "common/pcpu.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 
@@ -146,14 +147,19 @@ struct td_drive {
 	unsigned int ops_stale;
 	uint64_t fences; /* quiesces that left stale operations behind */
 
-	/* Inline claims, hand-overs and parked executors (see above); no lock. */
-	_Atomic uint64_t cmds;
+	/*
+	 * Inline claims, hand-overs and parked executors (see above); no lock.
+	 * Written by every inline batch: a line of its own.
+	 */
+	_Atomic uint64_t cmds td_cacheline_aligned;
 	/* Worker commands handed to the completion function, still in executing. */
 	_Atomic unsigned int completing;
-	_Atomic unsigned int quiesce_seq; /* bumped under lock; read without it by executors */
-	_Atomic unsigned int quiescing;	  /* quiesce or abandon waiting; changed under lock */
+	/* Read by every command and written only by quiesces: off the cmds line. */
+	_Atomic unsigned int quiesce_seq td_cacheline_aligned; /* bumped under lock */
+	_Atomic unsigned int quiescing; /* quiesce or abandon waiting; changed under lock */
 
-	_Atomic uint64_t commands;
+	/* Commands executed, per CPU: every executor adds, status sums. */
+	struct td_pcpu_counter commands;
 };
 
 /*

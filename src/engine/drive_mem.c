@@ -84,6 +84,7 @@ static void mem_destroy(void *priv)
 
 static const struct td_backend_ops mem_ops = {
 	.name = "mem",
+	.memory_only = true,
 	.read = mem_read,
 	.write = mem_write,
 	.flush = mem_flush,

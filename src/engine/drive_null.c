@@ -34,6 +34,7 @@ static int null_range(void *priv, uint64_t off, uint64_t len)
 
 static const struct td_backend_ops null_ops = {
 	.name = "null",
+	.memory_only = true,
 	.read = null_read,
 	.write = null_write,
 	.flush = null_flush,

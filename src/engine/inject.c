@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include "common/lock.h"
 #include "common/random.h"
 #include "tagdisk/inject.h"
@@ -57,8 +58,12 @@ struct td_inject {
 	struct td_inject_rule latency;		/* lock: valid when latency_us != 0 */
 	uint64_t seed;				/* lock */
 	uint64_t rng;				/* lock: splitmix64 state */
-	atomic_bool armed; /* written under lock, read without it (relaxed, see top) */
-};
+	/*
+	 * Written under lock, read without it (relaxed, see top) by every
+	 * command: a line of its own, so nothing written nearby evicts it.
+	 */
+	atomic_bool armed td_cacheline_aligned;
+} td_cacheline_aligned;
 
 static bool rule_live(const struct td_inject_rule *rule)
 {
@@ -84,10 +89,11 @@ static void update_armed_locked(struct td_inject *inj)
 
 struct td_inject *td_inject_create(uint64_t seed)
 {
-	struct td_inject *inj = calloc(1, sizeof(*inj));
+	struct td_inject *inj = aligned_alloc(_Alignof(struct td_inject), sizeof(*inj));
 
 	if (!inj)
 		return NULL;
+	memset(inj, 0, sizeof(*inj));
 	td_mutex_init(&inj->lock);
 	inj->seed = seed;
 	inj->rng = seed;
