@@ -27,11 +27,12 @@
  * different CPUs rarely touch the same one. Tag t lives in word t >> shift,
  * bit t & (bits - 1), so tags stay [0, depth); a resize keeps the shift.
  *
- * Spreading: every thread keeps a hint, the word where its last start
- * succeeded, and scans from there, wrapping, so threads that work at the same
- * time mostly touch different cache lines. A thread's first hint comes from a
- * global counter, so the first tags of successive threads land in successive
- * words (once the depth spans several words).
+ * Spreading: every thread has a home, a point of the map given at its first
+ * start (see tag_home()), and every scan starts at the word there, wrapping,
+ * so threads that work at the same time mostly touch different cache lines.
+ * The home does not follow the last success: a submitter that takes 16 tags
+ * at a time would otherwise creep a word further at every batch, into the
+ * next thread's words, and the two would meet at every lap.
  *
  * Memory ordering of the tag table (each pair named again where it is used):
  *  (a) td_tag_end() clears rqs[tag], then releases the bit (release part of
@@ -111,10 +112,33 @@ struct td_tag_map {
 	_Atomic(unsigned int) nr_users; /* written under users_lock, read lock-free */
 };
 
-/* Word where this thread's last start succeeded; TAG_HINT_NONE before its first. */
+/*
+ * This thread's home: where its scans start, as a fraction of the map in
+ * TAG_HOME_BITS bits (the word is that fraction of the words below the
+ * depth); TAG_HINT_NONE before its first start.
+ */
 #define TAG_HINT_NONE UINT_MAX
+#define TAG_HOME_BITS 16
 static _Thread_local unsigned int tag_hint = TAG_HINT_NONE;
 static _Atomic(unsigned int) tag_hint_seed;
+
+/*
+ * A new thread's home: the n-th thread to start a tag gets the n-th point of
+ * the van der Corput sequence (n's bits reversed behind the binary point):
+ * 0, 1/2, 1/4, 3/4, 1/8, 5/8, ... Any 2^k threads numbered from a multiple
+ * of 2^k have homes exactly 1/2^k of the map apart, whatever its depth: the
+ * threads created together at start-up split the map evenly, and two
+ * threads numbered 2m and 2m + 1 are half the map apart.
+ */
+static unsigned int tag_home(void)
+{
+	unsigned int seq = atomic_fetch_add_explicit(&tag_hint_seed, 1, memory_order_relaxed);
+	unsigned int home = 0;
+
+	for (unsigned int b = 0; b < TAG_HOME_BITS; b++)
+		home |= ((seq >> b) & 1U) << (TAG_HOME_BITS - 1 - b);
+	return home;
+}
 
 /* The map whose kick functions this thread is calling, to catch a detach from one. */
 static _Thread_local const struct td_tag_map *tag_kicking;
@@ -311,9 +335,8 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 	unsigned int first;
 
 	if (td_unlikely(tag_hint == TAG_HINT_NONE))
-		tag_hint =
-		    atomic_fetch_add_explicit(&tag_hint_seed, 1, memory_order_relaxed) % TAG_WORDS;
-	first = tag_hint % nr_words;
+		tag_hint = tag_home();
+	first = (unsigned int)(((uint64_t)tag_hint * nr_words) >> TAG_HOME_BITS);
 
 	for (unsigned int i = 0; i < nr_words; i++) {
 		unsigned int w = first + i < nr_words ? first + i : first + i - nr_words;
@@ -327,10 +350,8 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 			/* Acquire: pairs with the release in td_tag_end(), pattern (a). */
 			old = atomic_fetch_or_explicit(&map->words[w].bits, bit,
 						       memory_order_acquire);
-			if (!(old & bit)) {
-				tag_hint = w;
+			if (!(old & bit))
 				return (int)(w << shift) + __builtin_ctzll(bit);
-			}
 		}
 	}
 	return -EBUSY;

@@ -649,8 +649,8 @@ static void test_tag_map_misuse_of_users_aborts(void **state)
 	expect_abort(destroy_attached, &stranger);
 }
 
-/* Main-thread tests of the per-thread hint (the design in src/tag.c). */
-static void test_tag_start_stays_in_hint_word_until_full(void **state)
+/* Main-thread tests of the per-thread home (the design in src/engine/tag.c). */
+static void test_tag_start_scans_from_home_word(void **state)
 {
 	struct td_tag_map *map = map_new(1024);
 	unsigned int nr_words = 1024 / WORD_BITS;
@@ -662,23 +662,33 @@ static void test_tag_start_stays_in_hint_word_until_full(void **state)
 	first = td_tag_start(map, rq_of(0));
 	assert_in_range(first, 0, 1023);
 	word = first / WORD_BITS;
-	/* The hint word is empty, so its lowest bit comes first, then the rest in order. */
+	/* The home word is empty, so its lowest bit comes first, then the rest in order. */
 	assert_int_equal(first, word * WORD_BITS);
 	for (int i = 1; i < WORD_BITS; i++)
 		assert_int_equal(td_tag_start(map, rq_of(i)), word * WORD_BITS + i);
 
-	/* Word full: the scan moves on to the next word, wrapping, and the hint follows. */
+	/* Word full: the scan moves on to the next word, wrapping. */
 	next = (int)(((unsigned int)word + 1) % nr_words) * WORD_BITS;
 	assert_int_equal(td_tag_start(map, rq_of(64)), next);
+	/* The home stays: a tag freed there is the next one handed out. */
 	assert_false(td_tag_end(map, word * WORD_BITS + 5));
-	assert_int_equal(td_tag_start(map, rq_of(65)), next + 1);
-	assert_int_equal(td_tag_busy(map), 65);
+	assert_int_equal(td_tag_start(map, rq_of(65)), word * WORD_BITS + 5);
+	assert_int_equal(td_tag_start(map, rq_of(66)), next + 1);
+	assert_int_equal(td_tag_busy(map), 66);
 
 	for (int tag = 0; tag < 1024; tag++)
 		if (td_tag_find(map, tag))
 			td_tag_end(map, tag);
 	assert_int_equal(td_tag_busy(map), 0);
 	td_tag_map_destroy(map);
+}
+
+/* Return: how many words apart @a and @b are on a ring of @n, either way round. */
+static unsigned int ring_distance(int a, int b, unsigned int n)
+{
+	unsigned int d = (unsigned int)(a > b ? a - b : b - a);
+
+	return TD_MIN(d, n - d);
 }
 
 struct first_tag_args {
@@ -694,30 +704,44 @@ static void *first_tag_thread(void *arg)
 	return NULL;
 }
 
-static void test_tag_first_tags_of_two_threads_land_in_different_words(void **state)
+/*
+ * Three new threads, one after the other, each start a tag on @map, which
+ * is empty, and end it before the next: each gets the first tag of its home
+ * word. Their homes are successive points of the van der Corput sequence,
+ * so one of the two successive pairs is numbered 2m, 2m + 1 and exactly half
+ * the map apart: its words are @nr_words / 2 apart, either way round.
+ */
+static void check_homes_of_three_threads(struct td_tag_map *map, unsigned int word_bits,
+					 unsigned int nr_words)
 {
-	struct td_tag_map *map = map_new(1024);
-	struct first_tag_args a = {.map = map};
-	struct first_tag_args b = {.map = map};
-	unsigned int nr_words = 1024 / WORD_BITS;
+	struct first_tag_args fa[3];
+	unsigned int halves = 0;
 	pthread_t t;
 
-	(void)state;
-	/* One after the other, so their first hints are successive and nothing races. */
-	assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &a), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &b), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	for (unsigned int i = 0; i < 3; i++) {
+		fa[i] = (struct first_tag_args){ .map = map };
+		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &fa[i]), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_in_range(fa[i].tag, 0, nr_words * word_bits - 1);
+		assert_int_equal((unsigned int)fa[i].tag % word_bits, 0);
+		assert_false(td_tag_end(map, fa[i].tag));
+	}
+	for (unsigned int i = 0; i < 2; i++) {
+		unsigned int d = ring_distance(fa[i].tag / (int)word_bits,
+					       fa[i + 1].tag / (int)word_bits, nr_words);
 
-	assert_in_range(a.tag, 0, 1023);
-	assert_in_range(b.tag, 0, 1023);
-	assert_int_equal(a.tag % WORD_BITS, 0);
-	assert_int_equal(b.tag % WORD_BITS, 0);
-	assert_int_not_equal(a.tag / WORD_BITS, b.tag / WORD_BITS);
-	assert_int_equal((unsigned int)b.tag / WORD_BITS,
-			 ((unsigned int)a.tag / WORD_BITS + 1) % nr_words);
-	assert_false(td_tag_end(map, a.tag));
-	assert_false(td_tag_end(map, b.tag));
+		halves += d == nr_words / 2;
+	}
+	assert_true(halves >= 1);
+	assert_int_equal(td_tag_busy(map), 0);
+}
+
+static void test_tag_first_tags_of_new_threads_spread_over_the_map(void **state)
+{
+	struct td_tag_map *map = map_new(1024);
+
+	(void)state;
+	check_homes_of_three_threads(map, WORD_BITS, 1024 / WORD_BITS);
 	td_tag_map_destroy(map);
 }
 
@@ -741,7 +765,7 @@ static const struct spread_case spread_cases[] = {
 
 /*
  * A spread map hands out [0, depth) once each, like any map; the words are
- * word_bits wide: two threads' first tags start successive words. A resize
+ * word_bits wide, and new threads' first tags spread over them. A resize
  * to the maximum keeps the word size and hands out every tag.
  */
 static void run_spread_case(void **state)
@@ -749,26 +773,12 @@ static void run_spread_case(void **state)
 	const struct spread_case *c = *state;
 	static bool seen[TD_TAG_DEPTH_MAX];
 	struct td_tag_map *map = td_tag_map_create_spread(c->depth);
-	struct first_tag_args a, b;
 	unsigned int nr_words = TD_DIV_ROUND_UP(c->depth, c->word_bits);
-	pthread_t t;
 
 	assert_non_null(map);
 	assert_int_equal(td_tag_depth(map), c->depth);
-	if (nr_words > 1) {
-		a = (struct first_tag_args){ .map = map };
-		b = (struct first_tag_args){ .map = map };
-		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &a), 0);
-		assert_int_equal(pthread_join(t, NULL), 0);
-		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &b), 0);
-		assert_int_equal(pthread_join(t, NULL), 0);
-		assert_int_equal((unsigned int)a.tag % c->word_bits, 0);
-		assert_int_equal((unsigned int)b.tag % c->word_bits, 0);
-		assert_int_equal((unsigned int)b.tag / c->word_bits,
-				 ((unsigned int)a.tag / c->word_bits + 1) % nr_words);
-		assert_false(td_tag_end(map, a.tag));
-		assert_false(td_tag_end(map, b.tag));
-	}
+	if (nr_words > 1)
+		check_homes_of_three_threads(map, c->word_bits, nr_words);
 	memset(seen, 0, sizeof(seen));
 	for (unsigned int i = 0; i < c->depth; i++) {
 		int tag = td_tag_start(map, rq_of((int)i));
@@ -1124,8 +1134,8 @@ int main(void)
 	    cmocka_unit_test(test_tag_end_of_free_tag_aborts),
 	    cmocka_unit_test(test_tag_end_of_out_of_range_tag_aborts),
 	    cmocka_unit_test(test_tag_map_misuse_of_users_aborts),
-	    cmocka_unit_test(test_tag_start_stays_in_hint_word_until_full),
-	    cmocka_unit_test(test_tag_first_tags_of_two_threads_land_in_different_words),
+	    cmocka_unit_test(test_tag_start_scans_from_home_word),
+	    cmocka_unit_test(test_tag_first_tags_of_new_threads_spread_over_the_map),
 	    cmocka_unit_test(test_tag_concurrent_start_end_never_hands_out_a_tag_twice),
 	    cmocka_unit_test(test_tag_concurrent_starvation_is_always_reported),
 	    cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
