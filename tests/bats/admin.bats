@@ -92,7 +92,7 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", 
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
-  + (["uring_requests", "uring_entries"] if d["transport"] == "uring" else [])
+  + (["uring_requests", "uring_entries", "uring_helpers"] if d["transport"] == "uring" else [])
   + ["resets", "timeouts", "errors", "rate"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
@@ -117,6 +117,8 @@ assert d['fuse_threads'] >= 1, d['fuse_threads']
 assert '$TD_TRANSPORT' in ('', d['transport']), (d['transport'], '$TD_TRANSPORT')
 if d['transport'] == 'uring':
     assert len(d['uring_requests']) >= 1 and d['uring_entries'] >= 2, d
+    # Helpers start with the first large request: none yet on an idle disk.
+    assert d['uring_helpers'] == 0, d
 r = d['rate']
 assert list(r) == ['interval_s', 'read_iops', 'write_iops', 'iops', 'read_bytes_per_s',
                    'write_bytes_per_s', 'bytes_per_s'], list(r)
