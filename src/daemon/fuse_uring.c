@@ -40,7 +40,10 @@
  * Waking a loop's thread. A reply from another thread goes on the owner's
  * commit list, a hand-over on its work list (its mutex), and, when no wake-up
  * is already on its way, one eventfd write; the thread keeps a read of that
- * eventfd armed on its ring, so io_uring_submit_and_wait() returns. Replies
+ * eventfd armed on its ring, so io_uring_submit_and_wait() returns. The
+ * thread clears "on its way" each time it takes either list, so whatever is
+ * pushed after a take writes again, and nothing pushed before it waits
+ * through a sleep (commits are taken at the top of the loop). Replies
  * made in the loop's own thread go on a thread-local list and ride the next
  * submit. Only a loop's thread touches its submission queue.
  *
@@ -772,9 +775,17 @@ static void *loop_thread(void *arg)
 		}
 		io_uring_cq_advance(&l->ring, seen);
 
+		/*
+		 * A hand-over from now on must wake us again: one that came while we
+		 * run these would otherwise find the flag still set by the one that
+		 * woke us, write nothing, and wait on our list until some other
+		 * event came (at the end of a job, none does). Commits pushed before
+		 * the clear are taken at the top of the loop, before any wait.
+		 */
 		td_mutex_lock(&l->lock);
 		*tail = l->work_head;
 		l->work_head = l->work_tail = NULL;
+		l->wake_pending = false;
 		td_mutex_unlock(&l->lock);
 		while (todo) {
 			struct ring_ent *e = todo;
