@@ -302,7 +302,7 @@ struct td_hctx_status {
 	unsigned int queued;	/* requests in its scheduler and on its dispatch list */
 	unsigned int in_flight; /* requests it has at the drive */
 	uint64_t dispatched;	/* requests it sent to the drive since creation */
-	uint64_t ctx_queued;	/* bios its software queues took since creation */
+	uint64_t ctx_queued;	/* bios submitted on its CPUs since creation, queued or direct */
 };
 
 /*

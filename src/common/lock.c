@@ -78,6 +78,18 @@ void td_mutex_lock(struct td_mutex *mu)
 	atomic_store_explicit(&mu->owner, (unsigned long)pthread_self(), memory_order_relaxed);
 }
 
+bool td_mutex_trylock(struct td_mutex *mu)
+{
+	int err = pthread_mutex_trylock(&mu->m);
+
+	if (err == EBUSY)
+		return false;
+	if (err)
+		lock_bug("pthread_mutex_trylock", err);
+	atomic_store_explicit(&mu->owner, (unsigned long)pthread_self(), memory_order_relaxed);
+	return true;
+}
+
 void td_mutex_unlock(struct td_mutex *mu)
 {
 	atomic_store_explicit(&mu->owner, 0, memory_order_relaxed);

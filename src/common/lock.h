@@ -31,6 +31,8 @@ void td_mutex_init(struct td_mutex *mu) td_nonnull(1);
 void td_mutex_destroy(struct td_mutex *mu) td_nonnull(1);
 void td_mutex_lock(struct td_mutex *mu) td_nonnull(1);
 void td_mutex_unlock(struct td_mutex *mu) td_nonnull(1);
+/* Take @mu if it is free, never waiting. Return: true when the caller now holds it. */
+bool td_mutex_trylock(struct td_mutex *mu) td_nonnull(1);
 
 /* Return: true when the calling thread holds @mu. */
 static inline bool td_lock_held(struct td_mutex *mu)

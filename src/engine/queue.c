@@ -722,18 +722,28 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list)
 	insert_list(q, list);
 }
 
-void td_queue_insert_ctxs(struct td_queue *hctx)
+void td_queue_insert_ctxs_locked(struct td_queue *hctx, struct td_bio *list)
 {
-	td_mutex_lock(&hctx->lock);
+	struct td_bio *queued_tail;
 	/* Taken under the hctx lock, so bios are inserted in the order they were queued. */
-	struct td_bio *list = td_queue_mq_collect_locked(hctx);
+	struct td_bio *queued = td_queue_mq_collect_locked(hctx, &queued_tail);
 
+	if (queued) {
+		queued_tail->next = list;
+		list = queued;
+	}
 	if (!list) {
 		/* Whoever took ours inserts and runs them. */
 		td_mutex_unlock(&hctx->lock);
 		return;
 	}
 	insert_list(hctx, list);
+}
+
+void td_queue_insert_ctxs(struct td_queue *hctx)
+{
+	td_mutex_lock(&hctx->lock);
+	td_queue_insert_ctxs_locked(hctx, NULL);
 }
 
 /* ---- drain ---------------------------------------------------------------------------- */

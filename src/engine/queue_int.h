@@ -229,6 +229,13 @@ void *td_queue_kblockd_main(void *arg) td_nonnull(1);
  */
 void td_queue_insert_ctxs(struct td_queue *hctx) td_nonnull(1);
 
+/*
+ * The same with @hctx's lock already held, inserting @list (NULL or a chain
+ * that never went through a software queue) behind the software queues'
+ * bios. Releases the lock.
+ */
+void td_queue_insert_ctxs_locked(struct td_queue *hctx, struct td_bio *list) td_nonnull(1);
+
 /* queue_setup.c */
 
 /*
@@ -248,6 +255,8 @@ struct td_mq_ctx {
 	struct td_bio *head; /* lock */
 	struct td_bio *tail; /* lock */
 	uint64_t nr_queued;  /* bios taken since creation; lock */
+	_Atomic bool pending; /* head != NULL; written under lock, read without */
+	uint64_t nr_direct;  /* bios of this CPU inserted directly; the hctx's lock */
 	struct td_queue *hctx; /* fixed */
 } td_cacheline_aligned;
 
@@ -266,9 +275,11 @@ void td_queue_mq_submit(struct td_queue *q, struct td_bio *list) td_nonnull(1, 2
 
 /*
  * Take every bio of @hctx's software queues, oldest first per queue.
- * Called with @hctx's lock held. Return: the chain, or NULL.
+ * Called with @hctx's lock held. Return: the chain, or NULL; its last bio
+ * in *@tail.
  */
-struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx) td_nonnull(1);
+struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx, struct td_bio **tail)
+	td_nonnull(1, 2);
 
 /* queue_bio.c */
 

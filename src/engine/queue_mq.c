@@ -15,10 +15,13 @@
  *                  one tag map (the tag set) ──► the drive ──► td_mq_complete()
  *                                                              ─► the request's hctx
  *
- * A submitter puts its bios on its CPU's software queue (sched_getcpu())
- * and then inserts its hctx's software queues into the hctx, under the hctx
- * lock, so bios reach the hctx in the order they were queued; if another
- * submitter took them first, that one inserts and runs them. The drive's
+ * A submitter whose hctx is free takes the hctx lock at once and inserts
+ * its bios directly, behind whatever the hctx's software queues hold (Linux
+ * issues directly in the same case). Otherwise it puts them on its CPU's
+ * software queue (sched_getcpu()) and then inserts its hctx's software
+ * queues into the hctx, under the hctx lock, so bios reach the hctx in the
+ * order they were queued; if another submitter took them first, that one
+ * inserts and runs them. The drive's
  * completion is split by hctx and each part completes under that hctx's lock
  * only: no lock is shared by all CPUs on the fast path (the tag map is
  * lock-free, and the drain count is counted per CPU).
@@ -123,6 +126,7 @@ int td_queue_mq_init(struct td_queue *q, const struct td_queue_params *p)
 		struct td_queue *h = q->hctxs[c % nr_hw];
 
 		td_mutex_init(&ctx->lock);
+		atomic_init(&ctx->pending, false);
 		ctx->hctx = h;
 		h->hctx_ctx[c / nr_hw] = ctx;
 	}
@@ -176,12 +180,24 @@ void td_queue_mq_submit(struct td_queue *q, struct td_bio *list)
 	}
 	int cpu = sched_getcpu();
 	struct td_mq_ctx *ctx = &q->ctxs[cpu < 0 ? 0 : (unsigned int)cpu % q->nr_ctx];
+	struct td_queue *hctx = ctx->hctx;
 	struct td_bio *tail = list;
 	uint64_t n = 1;
 
 	while (tail->next) {
 		tail = tail->next;
 		n++;
+	}
+	if (td_mutex_trylock(&hctx->lock)) {
+		/*
+		 * Direct insert: the hctx is free, so take it now instead of passing
+		 * through the software queue, whose lock would be taken twice for
+		 * nothing. Bios other submitters left on the software queues still
+		 * go in first.
+		 */
+		ctx->nr_direct += n;
+		td_queue_insert_ctxs_locked(hctx, list);
+		return;
 	}
 	td_mutex_lock(&ctx->lock);
 	if (ctx->tail)
@@ -190,12 +206,13 @@ void td_queue_mq_submit(struct td_queue *q, struct td_bio *list)
 		ctx->head = list;
 	ctx->tail = tail;
 	ctx->nr_queued += n;
+	atomic_store_explicit(&ctx->pending, true, memory_order_relaxed);
 	td_mutex_unlock(&ctx->lock);
 
-	td_queue_insert_ctxs(ctx->hctx);
+	td_queue_insert_ctxs(hctx);
 }
 
-struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx)
+struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx, struct td_bio **tailp)
 {
 	struct td_bio *head = NULL;
 	struct td_bio *tail = NULL;
@@ -204,6 +221,12 @@ struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx)
 	for (unsigned int i = 0; i < hctx->nr_hctx_ctx; i++) {
 		struct td_mq_ctx *ctx = hctx->hctx_ctx[i];
 
+		/*
+		 * A push this load misses is inserted by its own submitter, which
+		 * takes the hctx lock after pushing and sees its own flag.
+		 */
+		if (!atomic_load_explicit(&ctx->pending, memory_order_relaxed))
+			continue;
 		td_mutex_lock(&ctx->lock);
 		if (ctx->head) {
 			if (tail)
@@ -213,7 +236,9 @@ struct td_bio *td_queue_mq_collect_locked(struct td_queue *hctx)
 			tail = ctx->tail;
 			ctx->head = ctx->tail = NULL;
 		}
+		atomic_store_explicit(&ctx->pending, false, memory_order_relaxed);
 		td_mutex_unlock(&ctx->lock);
 	}
+	*tailp = tail;
 	return head;
 }

@@ -483,7 +483,7 @@ int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_h
 	for (unsigned int i = 0; i < h->nr_hctx_ctx; i++) {
 		/* Software queue locks come after the hctx lock. */
 		td_mutex_lock(&h->hctx_ctx[i]->lock);
-		st->ctx_queued += h->hctx_ctx[i]->nr_queued;
+		st->ctx_queued += h->hctx_ctx[i]->nr_queued + h->hctx_ctx[i]->nr_direct;
 		td_mutex_unlock(&h->hctx_ctx[i]->lock);
 	}
 	td_mutex_unlock(&h->lock);
