@@ -296,10 +296,11 @@ void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int 
 void td_queue_complete(void *ctx, struct td_list *done)
 {
 	struct td_queue *q = ctx;
-	struct td_bio_list ends = { 0 };
+	struct td_bio_list ends;
 	struct td_list *pos, *n;
 	bool kick = false;
 
+	td_bio_list_init(&ends);
 	td_mutex_lock(&q->lock);
 	uint64_t now = td_queue_now(q);
 
@@ -434,11 +435,13 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
  */
 static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list *ends_in)
 {
-	struct td_bio_list local = { 0 };
+	struct td_bio_list local;
 	struct td_bio_list *ends = ends_in ? ends_in : &local;
 	bool is_inline = td_drive_is_inline(q->drive);
 
 	assert(td_lock_held(&q->lock));
+	if (!ends_in)
+		td_bio_list_init(&local);
 	for (;;) {
 		struct td_list batch = TD_LIST_INIT(batch);
 
@@ -619,9 +622,10 @@ out_dead:
 
 void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 {
-	struct td_bio_list ends = { 0 };
+	struct td_bio_list ends;
 
 	assert(bio->end_io);
+	td_bio_list_init(&ends);
 	td_pcpu_add(&q->submitted, 1);
 	if (q->make_request && td_queue_stacked_make_request(q, bio))
 		return;
@@ -658,10 +662,11 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
  */
 static void insert_list(struct td_queue *q, struct td_bio *list)
 {
-	struct td_bio_list ends = { 0 };
+	struct td_bio_list ends;
 	struct td_bio *bio = list;
 
 	assert(td_lock_held(&q->lock));
+	td_bio_list_init(&ends);
 	uint64_t now = td_queue_now(q);
 	int64_t started = 0; /* requests gained, not yet counted in the stats */
 

@@ -163,10 +163,11 @@ unsigned int td_queue_reset_set(struct td_queue *owner, struct td_queue **qs, un
 				struct td_queue *trigger, bool timeout)
 {
 	struct td_list failed = TD_LIST_INIT(failed);
-	struct td_bio_list ends = { 0 };
+	struct td_bio_list ends;
 	struct expired e;
 	unsigned int requeued = 0;
 
+	td_bio_list_init(&ends);
 	td_mutex_lock(&owner->reset_lock);
 	for (unsigned int i = 0; i < n; i++)
 		td_mutex_lock(&qs[i]->lock);
@@ -305,10 +306,11 @@ static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *e
 
 unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t waited_ms)
 {
-	struct td_bio_list ends = { 0 };
+	struct td_bio_list ends;
 	unsigned int failed = 0;
 	unsigned int abandoned;
 
+	td_bio_list_init(&ends);
 	/* Dead first: nothing is dispatched from now on, and new bios fail at once. */
 	for (unsigned int i = 0; i < n; i++) {
 		struct td_queue *q = qs[i];
