@@ -383,6 +383,7 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 		if (td_op_is_write(rq->op) && !write_reserve_locked(q, rq))
 			break;
 
+		q->tag_starved = false;
 		enum td_prep_result res = q->prep(q, rq);
 
 		if (res != TD_PREP_OK && (rq->flags & TD_RQ_WRITE_TREE))
@@ -393,7 +394,13 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 		if (res == TD_PREP_DEFER) {
 			assert(rq->tag == TD_TAG_NONE);
 			td_stats_add(q->stats, TD_STAT_DEFERRED, 1);
-			if (!q->nr_in_flight && !q->defer_retry) {
+			/*
+			 * Waiting for a tag needs no timer: the map is marked starved,
+			 * so whoever ends a tag next kicks every user of the map (at
+			 * once, or through its timer after a reset). Any other deferral
+			 * with nothing in flight here would wait for nothing.
+			 */
+			if (!q->nr_in_flight && !q->defer_retry && !q->tag_starved) {
 				q->defer_retry = true;
 				td_cond_signal(&q->timer_cond);
 			}
@@ -813,8 +820,10 @@ int td_queue_start_tag(struct td_queue *q, struct td_request *rq)
 	assert(td_lock_held(&q->lock));
 	int tag = td_tag_start(q->tags, rq);
 
-	if (tag < 0)
+	if (tag < 0) {
+		q->tag_starved = true;
 		return -EBUSY;
+	}
 	rq->tag = tag;
 	return 0;
 }

@@ -101,6 +101,7 @@ struct td_queue {
 	unsigned int stopped; /* dispatch is stopped while non-zero (reset in progress) */
 	bool barrier_inflight;
 	bool defer_retry; /* prep deferred with nothing in flight: the timer reruns us */
+	bool tag_starved; /* the last prep found no free tag; lock */
 	uint32_t command_timeout_ms;
 	uint32_t max_retries;
 	_Atomic unsigned int drain_waiters; /* changed under lock, read without it */

@@ -275,6 +275,66 @@ static void test_mq_reset_requeues_commands_of_every_hctx(void **state)
 	free(buf);
 }
 
+/* Return: true when @n requests are in flight within WAIT_MS. */
+static bool wait_in_flight(struct env *e, unsigned int n)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+
+	while (env_status(e).in_flight != n) {
+		if (mono_ns() > deadline)
+			return false;
+		sleep_us(200);
+	}
+	return true;
+}
+
+/*
+ * One tag, two hctxs: a write on the second CPU waits for the tag the first
+ * CPU's write holds for 100 ms at the drive. The tag's end runs it; it is
+ * deferred exactly once, not retried by its hctx's timer every millisecond.
+ */
+static void test_mq_write_waiting_for_other_hctxs_tag_is_run_by_its_end(void **state)
+{
+	uint8_t *buf = xmalloc(2 * 4096);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct tbio t[2];
+	struct env_opts o;
+	struct env e;
+	struct done d;
+
+	(void)state;
+	assert_non_null(s);
+	env_opts_default(&o);
+	o.nr_hw_queues = 0; /* one per CPU */
+	o.depth = 1;
+	o.workers = 1;
+	o.elevator = "none";
+	env_create(&e, &o);
+	td_inject_set_latency(td_drive_inject(e.drive), 100000);
+	done_init(&d);
+	for (unsigned int k = 0; k < 2; k++) {
+		/* With one usable CPU both go to one hctx, where the second waits too. */
+		assert_true(pin_to(usable_cpus[k % nr_usable_cpus]));
+		fill_range(buf + k * 4096, k * 64, 8, 31);
+		tbio_init(&t[k], &d, TD_OP_WRITE, k * 64, 8, buf + k * 4096);
+		td_queue_submit(e.q, &t[k].bio);
+		if (k == 0)
+			assert_true(wait_in_flight(&e, 1));
+	}
+	unpin();
+	assert_true(done_wait(&d, 2, WAIT_MS));
+	assert_int_equal(d.errors, 0);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_memory_equal(env_disk(&e, k * 64), buf + k * 4096, 4096);
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_DEFERRED], 1);
+	assert_int_equal(s->ios[TD_OP_WRITE], 2);
+	free(s);
+	done_destroy(&d);
+	env_destroy(&e);
+	free(buf);
+}
+
 /* ---- two submitters on two CPUs ------------------------------------------------------- */
 
 #define PAIR_WRITES 400
@@ -440,6 +500,7 @@ int main(void)
 	};
 	static const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_mq_reset_requeues_commands_of_every_hctx),
+		cmocka_unit_test(test_mq_write_waiting_for_other_hctxs_tag_is_run_by_its_end),
 		cmocka_unit_test(test_mq_overlapping_writes_from_two_hctxs_never_in_flight_together),
 		cmocka_unit_test(test_mq_elevator_switch_under_load_across_two_hctxs_loses_no_write),
 		cmocka_unit_test(test_mq_depth_resize_across_two_hctxs),
