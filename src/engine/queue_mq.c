@@ -21,10 +21,10 @@
  * software queue (sched_getcpu()) and then inserts its hctx's software
  * queues into the hctx, under the hctx lock, so bios reach the hctx in the
  * order they were queued; if another submitter took them first, that one
- * inserts and runs them. The drive's
- * completion is split by hctx and each part completes under that hctx's lock
- * only: no lock is shared by all CPUs on the fast path (the tag map is
- * lock-free, and the drain count is counted per CPU).
+ * inserts and runs them. The drive's completion is split by hctx and each
+ * part completes under that hctx's lock only: no lock is shared by all CPUs
+ * on the fast path (the tag map is lock-free, and the drain count is
+ * counted per CPU).
  *
  * Each hctx is a struct td_queue in mode RQ whose ->parent is the mq queue;
  * it borrows the mq queue's stats, trace and tag map, and has its own

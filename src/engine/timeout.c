@@ -32,8 +32,11 @@
  *
  * The timer thread (td-timer, rq mode) looks at the oldest command every
  * quarter of command_timeout_ms (at most every 100 ms) and resets when it is
- * older than that; and when prep deferred with nothing in flight (nothing
- * would run the queue again) it asks td-kblockd for a run 1 ms later.
+ * older than that; and when prep deferred with nothing in flight for any
+ * reason but a missing tag (nothing would run the queue again) it asks
+ * td-kblockd for a run 1 ms later. A request waiting for a tag needs no
+ * timer: the tag map is marked starved, and the next tag end kicks every
+ * user of the map.
  *
  * The abort (td_queue_drain_timeout() when the bound passes) fails every
  * request with -EIO, queued or at the drive; the drive abandons what it holds
@@ -49,7 +52,7 @@
 #include "tagdisk/stats.h"
 #include "tagdisk/tag.h"
 
-/* How soon a queue whose prep deferred, with nothing in flight, is run again. */
+/* How soon a queue whose prep deferred (not for a tag), with nothing in flight, is run again. */
 #define TD_DEFER_RETRY_NS (1 * TD_NSEC_PER_MSEC)
 /* How often the timer looks at the oldest command when no timeout is shorter. */
 #define TD_TIMER_PERIOD_NS (100 * TD_NSEC_PER_MSEC)
