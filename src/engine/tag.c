@@ -27,12 +27,16 @@
  * different CPUs rarely touch the same one. Tag t lives in word t >> shift,
  * bit t & (bits - 1), so tags stay [0, depth); a resize keeps the shift.
  *
- * Spreading: every thread has a home, a point of the map given at its first
- * start (see tag_home()), and every scan starts at the word there, wrapping,
- * so threads that work at the same time mostly touch different cache lines.
- * The home does not follow the last success: a submitter that takes 16 tags
- * at a time would otherwise creep a word further at every batch, into the
- * next thread's words, and the two would meet at every lap.
+ * Spreading: every CPU has a home, a point of the map (see tag_home()), and
+ * every scan starts at the word of the caller's CPU's home, wrapping, so
+ * threads that work on different CPUs at the same time mostly touch
+ * different cache lines; CPUs 0 and 1 are half the map apart, as Linux's
+ * sbitmap keeps an allocation hint per CPU. The home does not follow the
+ * last success: a submitter that takes 16 tags at a time would otherwise
+ * creep a word further at every batch, into the next CPU's words, and the
+ * two would meet at every lap. (Homes numbered by thread, which came
+ * before, put two submitters a quarter of the map apart whenever some
+ * other thread had started a tag in between.)
  *
  * Memory ordering of the tag table (each pair named again where it is used):
  *  (a) td_tag_end() clears rqs[tag], then releases the bit (release part of
@@ -64,6 +68,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,31 +118,35 @@ struct td_tag_map {
 };
 
 /*
- * This thread's home: where its scans start, as a fraction of the map in
- * TAG_HOME_BITS bits (the word is that fraction of the words below the
- * depth); TAG_HINT_NONE before its first start.
+ * Homes are fractions of the map in TAG_HOME_BITS bits (the word is that
+ * fraction of the words below the depth). This thread's last CPU and that
+ * CPU's home, so the bits are reversed only when the thread moves.
  */
-#define TAG_HINT_NONE UINT_MAX
 #define TAG_HOME_BITS 16
-static _Thread_local unsigned int tag_hint = TAG_HINT_NONE;
-static _Atomic(unsigned int) tag_hint_seed;
+static _Thread_local int tag_cpu = -1;
+static _Thread_local unsigned int tag_cpu_home;
 
 /*
- * A new thread's home: the n-th thread to start a tag gets the n-th point of
- * the van der Corput sequence (n's bits reversed behind the binary point):
- * 0, 1/2, 1/4, 3/4, 1/8, 5/8, ... Any 2^k threads numbered from a multiple
- * of 2^k have homes exactly 1/2^k of the map apart, whatever its depth: the
- * threads created together at start-up split the map evenly, and two
- * threads numbered 2m and 2m + 1 are half the map apart.
+ * The home of the CPU the caller runs on: CPU n gets the n-th point of the
+ * van der Corput sequence (n's bits reversed behind the binary point): 0,
+ * 1/2, 1/4, 3/4, 1/8, 5/8, ... So the first 2^k CPUs have homes exactly
+ * 1/2^k of the map apart, whatever its depth.
  */
 static unsigned int tag_home(void)
 {
-	unsigned int seq = atomic_fetch_add_explicit(&tag_hint_seed, 1, memory_order_relaxed);
-	unsigned int home = 0;
+	int cpu = sched_getcpu();
 
-	for (unsigned int b = 0; b < TAG_HOME_BITS; b++)
-		home |= ((seq >> b) & 1U) << (TAG_HOME_BITS - 1 - b);
-	return home;
+	if (cpu < 0)
+		cpu = 0;
+	if (td_unlikely(cpu != tag_cpu)) {
+		unsigned int home = 0;
+
+		for (unsigned int b = 0; b < TAG_HOME_BITS; b++)
+			home |= (((unsigned int)cpu >> b) & 1U) << (TAG_HOME_BITS - 1 - b);
+		tag_cpu = cpu;
+		tag_cpu_home = home;
+	}
+	return tag_cpu_home;
 }
 
 /* The map whose kick functions this thread is calling, to catch a detach from one. */
@@ -324,7 +333,7 @@ static inline uint64_t tag_word_mask(unsigned int w, unsigned int depth, unsigne
 }
 
 /*
- * One pass over the words below @depth, starting at this thread's hint.
+ * One pass over the words below @depth, starting at the home of this CPU.
  * @load_order is seq_cst for the rescan of a starving start (pattern (c)).
  * Return: a claimed tag, or -EBUSY.
  */
@@ -332,11 +341,7 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 {
 	unsigned int shift = map->shift;
 	unsigned int nr_words = (depth + (1U << shift) - 1) >> shift;
-	unsigned int first;
-
-	if (td_unlikely(tag_hint == TAG_HINT_NONE))
-		tag_hint = tag_home();
-	first = (unsigned int)(((uint64_t)tag_hint * nr_words) >> TAG_HOME_BITS);
+	unsigned int first = (unsigned int)(((uint64_t)tag_home() * nr_words) >> TAG_HOME_BITS);
 
 	for (unsigned int i = 0; i < nr_words; i++) {
 		unsigned int w = first + i < nr_words ? first + i : first + i - nr_words;

@@ -45,6 +45,53 @@ static struct td_tag_map *map_new(unsigned int depth)
 	return map;
 }
 
+/*
+ * Homes: a scan starts at the home word of the caller's CPU (src/engine/tag.c),
+ * so tests that look at tag numbers in a map of several words pin the thread.
+ */
+
+/* The CPUs this process may run on, at most 8 of them; at least one. */
+static unsigned int usable_cpus(int *cpus)
+{
+	cpu_set_t set;
+	unsigned int n = 0;
+
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int c = 0; c < CPU_SETSIZE && n < 8; c++)
+			if (CPU_ISSET(c, &set))
+				cpus[n++] = c;
+	if (!n)
+		cpus[n++] = sched_getcpu();
+	return n;
+}
+
+/* Run the calling thread on @cpu only. Return: true when it does. */
+static bool pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 && sched_getcpu() == cpu;
+}
+
+/* Give the calling thread the CPUs it had: @saved. */
+static void unpin(const cpu_set_t *saved)
+{
+	sched_setaffinity(0, sizeof(*saved), saved);
+}
+
+/* CPU @cpu's home word among @nr_words: the van der Corput point of @cpu, in 16 bits. */
+static unsigned int home_word(int cpu, unsigned int nr_words)
+{
+	unsigned int home = 0;
+
+	for (unsigned int b = 0; b < 16; b++)
+		home |= (((unsigned int)cpu >> b) & 1U) << (15 - b);
+	return (unsigned int)(((uint64_t)home * nr_words) >> 16);
+}
+
 static void end_all(struct td_tag_map *map, const int *tags, unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++)
@@ -277,6 +324,9 @@ static void test_tag_resize_grow_makes_more_tags_available(void **state)
 {
 	struct td_tag_map *map = map_new(4);
 	bool seen[8] = {false};
+	cpu_set_t saved;
+	unsigned int word;
+	int cpus[8];
 
 	(void)state;
 	for (int i = 0; i < 4; i++)
@@ -294,12 +344,20 @@ static void test_tag_resize_grow_makes_more_tags_available(void **state)
 	}
 	assert_int_equal(td_tag_start(map, rq_of(8)), -EBUSY);
 
-	/* Growing across words and up to the maximum. */
+	/* Growing across words and up to the maximum: the first free tag from this CPU's home. */
 	assert_int_equal(td_tag_resize(map, TD_TAG_DEPTH_MAX), 0);
-	assert_int_equal(td_tag_start(map, rq_of(9)), 8);
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	usable_cpus(cpus);
+	assert_true(pin_to(cpus[0]));
+	word = home_word(cpus[0], TD_TAG_DEPTH_MAX / WORD_BITS);
+	int last = word ? (int)word * WORD_BITS : 8;
+
+	assert_int_equal(td_tag_start(map, rq_of(9)), last);
+	unpin(&saved);
 	assert_int_equal(td_tag_busy(map), 9);
-	for (int tag = 0; tag < 9; tag++)
+	for (int tag = 0; tag < 8; tag++)
 		td_tag_end(map, tag);
+	td_tag_end(map, last);
 	assert_int_equal(td_tag_busy(map), 0);
 	td_tag_map_destroy(map);
 }
@@ -381,10 +439,13 @@ static void test_tag_map_same_user_attached_twice_needs_two_detaches(void **stat
 static void test_tag_map_destroy_frees_never_attached_map(void **state)
 {
 	struct td_tag_map *map = map_new(TD_TAG_DEPTH_MAX);
+	int tag;
 
 	(void)state;
-	assert_int_equal(td_tag_start(map, rq_of(0)), 0);
-	assert_false(td_tag_end(map, 0));
+	tag = td_tag_start(map, rq_of(0));
+
+	assert_in_range(tag, 0, TD_TAG_DEPTH_MAX - 1);
+	assert_false(td_tag_end(map, tag));
 	td_tag_map_destroy(map);
 }
 
@@ -649,22 +710,24 @@ static void test_tag_map_misuse_of_users_aborts(void **state)
 	expect_abort(destroy_attached, &stranger);
 }
 
-/* Main-thread tests of the per-thread home (the design in src/engine/tag.c). */
+/* ---- homes: where a CPU's scans start (the design in src/engine/tag.c) ------------------- */
+
 static void test_tag_start_scans_from_home_word(void **state)
 {
 	struct td_tag_map *map = map_new(1024);
 	unsigned int nr_words = 1024 / WORD_BITS;
-	int first;
+	int cpus[8];
+	cpu_set_t saved;
 	int word;
 	int next;
 
 	(void)state;
-	first = td_tag_start(map, rq_of(0));
-	assert_in_range(first, 0, 1023);
-	word = first / WORD_BITS;
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	usable_cpus(cpus);
+	assert_true(pin_to(cpus[0]));
+	word = (int)home_word(cpus[0], nr_words);
 	/* The home word is empty, so its lowest bit comes first, then the rest in order. */
-	assert_int_equal(first, word * WORD_BITS);
-	for (int i = 1; i < WORD_BITS; i++)
+	for (int i = 0; i < WORD_BITS; i++)
 		assert_int_equal(td_tag_start(map, rq_of(i)), word * WORD_BITS + i);
 
 	/* Word full: the scan moves on to the next word, wrapping. */
@@ -675,6 +738,7 @@ static void test_tag_start_scans_from_home_word(void **state)
 	assert_int_equal(td_tag_start(map, rq_of(65)), word * WORD_BITS + 5);
 	assert_int_equal(td_tag_start(map, rq_of(66)), next + 1);
 	assert_int_equal(td_tag_busy(map), 66);
+	unpin(&saved);
 
 	for (int tag = 0; tag < 1024; tag++)
 		if (td_tag_find(map, tag))
@@ -683,16 +747,10 @@ static void test_tag_start_scans_from_home_word(void **state)
 	td_tag_map_destroy(map);
 }
 
-/* Return: how many words apart @a and @b are on a ring of @n, either way round. */
-static unsigned int ring_distance(int a, int b, unsigned int n)
-{
-	unsigned int d = (unsigned int)(a > b ? a - b : b - a);
-
-	return TD_MIN(d, n - d);
-}
-
 struct first_tag_args {
 	struct td_tag_map *map;
+	int cpu;
+	bool pinned;
 	int tag;
 };
 
@@ -700,48 +758,43 @@ static void *first_tag_thread(void *arg)
 {
 	struct first_tag_args *fa = arg;
 
+	fa->pinned = pin_to(fa->cpu);
 	fa->tag = td_tag_start(fa->map, rq_of(1));
 	return NULL;
 }
 
 /*
- * Three new threads, one after the other, each start a tag on @map, which
- * is empty, and end it before the next: each gets the first tag of its home
- * word. Their homes are successive points of the van der Corput sequence,
- * so one of the two successive pairs is numbered 2m, 2m + 1 and exactly half
- * the map apart: its words are @nr_words / 2 apart, either way round.
+ * On each usable CPU (up to 8), a new thread pinned there starts a tag on
+ * @map, which is empty, and ends it: it gets the first tag of its CPU's
+ * home word, exactly. CPUs 0 and 1 (the two of a 2-CPU machine) are half
+ * the map apart.
  */
-static void check_homes_of_three_threads(struct td_tag_map *map, unsigned int word_bits,
-					 unsigned int nr_words)
+static void check_homes_of_cpus(struct td_tag_map *map, unsigned int word_bits,
+				unsigned int nr_words)
 {
-	struct first_tag_args fa[3];
-	unsigned int halves = 0;
+	int cpus[8];
+	unsigned int n = usable_cpus(cpus);
 	pthread_t t;
 
-	for (unsigned int i = 0; i < 3; i++) {
-		fa[i] = (struct first_tag_args){ .map = map };
-		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &fa[i]), 0);
-		assert_int_equal(pthread_join(t, NULL), 0);
-		assert_in_range(fa[i].tag, 0, nr_words * word_bits - 1);
-		assert_int_equal((unsigned int)fa[i].tag % word_bits, 0);
-		assert_false(td_tag_end(map, fa[i].tag));
-	}
-	for (unsigned int i = 0; i < 2; i++) {
-		unsigned int d = ring_distance(fa[i].tag / (int)word_bits,
-					       fa[i + 1].tag / (int)word_bits, nr_words);
+	for (unsigned int i = 0; i < n; i++) {
+		struct first_tag_args fa = { .map = map, .cpu = cpus[i] };
 
-		halves += d == nr_words / 2;
+		assert_int_equal(pthread_create(&t, NULL, first_tag_thread, &fa), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_true(fa.pinned);
+		assert_int_equal(fa.tag, (int)(home_word(cpus[i], nr_words) * word_bits));
+		assert_false(td_tag_end(map, fa.tag));
 	}
-	assert_true(halves >= 1);
+	assert_int_equal(home_word(1, nr_words), nr_words / 2);
 	assert_int_equal(td_tag_busy(map), 0);
 }
 
-static void test_tag_first_tags_of_new_threads_spread_over_the_map(void **state)
+static void test_tag_first_tags_on_each_cpu_start_at_its_home(void **state)
 {
 	struct td_tag_map *map = map_new(1024);
 
 	(void)state;
-	check_homes_of_three_threads(map, WORD_BITS, 1024 / WORD_BITS);
+	check_homes_of_cpus(map, WORD_BITS, 1024 / WORD_BITS);
 	td_tag_map_destroy(map);
 }
 
@@ -765,7 +818,7 @@ static const struct spread_case spread_cases[] = {
 
 /*
  * A spread map hands out [0, depth) once each, like any map; the words are
- * word_bits wide, and new threads' first tags spread over them. A resize
+ * word_bits wide, and each CPU's first tag is at its home. A resize
  * to the maximum keeps the word size and hands out every tag.
  */
 static void run_spread_case(void **state)
@@ -778,7 +831,7 @@ static void run_spread_case(void **state)
 	assert_non_null(map);
 	assert_int_equal(td_tag_depth(map), c->depth);
 	if (nr_words > 1)
-		check_homes_of_three_threads(map, c->word_bits, nr_words);
+		check_homes_of_cpus(map, c->word_bits, nr_words);
 	memset(seen, 0, sizeof(seen));
 	for (unsigned int i = 0; i < c->depth; i++) {
 		int tag = td_tag_start(map, rq_of((int)i));
@@ -1135,7 +1188,7 @@ int main(void)
 	    cmocka_unit_test(test_tag_end_of_out_of_range_tag_aborts),
 	    cmocka_unit_test(test_tag_map_misuse_of_users_aborts),
 	    cmocka_unit_test(test_tag_start_scans_from_home_word),
-	    cmocka_unit_test(test_tag_first_tags_of_new_threads_spread_over_the_map),
+	    cmocka_unit_test(test_tag_first_tags_on_each_cpu_start_at_its_home),
 	    cmocka_unit_test(test_tag_concurrent_start_end_never_hands_out_a_tag_twice),
 	    cmocka_unit_test(test_tag_concurrent_starvation_is_always_reported),
 	    cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
