@@ -89,7 +89,7 @@ void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors
 			 uint64_t latency_ns, int error) td_nonnull(1);
 /* A request that had started was merged into another one: it leaves without an I/O. */
 void td_stats_io_cancel(struct td_stats *st, uint64_t now_ns) td_nonnull(1);
-/* A bio was merged into a queued request. */
+/* A bio was merged into a queued request, or a request into its neighbour. */
 void td_stats_merge(struct td_stats *st, enum td_op op, bool front) td_nonnull(1);
 void td_stats_add(struct td_stats *st, enum td_stats_counter c, uint64_t n) td_nonnull(1);
 

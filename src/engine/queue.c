@@ -592,6 +592,12 @@ static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now
 			td_queue_trace_bio(q, type == TD_ELV_FRONT_MERGE ? TD_TA_FRONTMERGE : TD_TA_BACKMERGE,
 				  bio, TD_TAG_NONE, 0, now);
 			if (gone) {
+				/*
+				 * The grown request swallowed its neighbour: a merge too, as
+				 * Linux counts it, so that every bio is either a completed
+				 * request or a merge.
+				 */
+				td_stats_merge(q->stats, bio->op, type == TD_ELV_FRONT_MERGE);
 				td_rq_pool_put_locked(&q->pool, gone);
 				return -1;
 			}

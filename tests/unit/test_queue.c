@@ -2294,6 +2294,57 @@ static void test_submit_list_back_merges_contiguous_writes_up_to_max_sectors(voi
 	free(t);
 }
 
+/*
+ * A bio that fills the gap between two queued requests back-merges into the
+ * first, which then swallows the second: one request completes, and both
+ * merges are counted, so requests + merges still equals the bios submitted.
+ */
+static void test_merge_that_joins_two_requests_counts_both_merges(void **state)
+{
+	static const uint64_t sectors[3] = { 0, 16, 8 };
+	struct env_opts o;
+	struct env e;
+	struct tbio t[3];
+	uint8_t *buf = xmalloc(3 * 4096);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+
+	(void)state;
+	assert_non_null(s);
+	env_opts_default(&o);
+	o.depth = 1;
+	o.elevator = "deadline";
+	o.trace = true;
+	env_create(&e, &o);
+	fill_range(buf, 0, 24, 61);
+	for (int i = 0; i < 3; i++) {
+		tbio_init(&t[i], NULL, TD_OP_WRITE, sectors[i], 8, buf + sectors[i] * 512);
+		if (i)
+			t[i - 1].bio.next = &t[i].bio;
+	}
+	td_queue_submit_list(e.q, &t[0].bio);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(atomic_load(&t[i].ended), 1);
+		assert_int_equal(atomic_load(&t[i].err), 0);
+	}
+	env_stats(&e, s);
+	assert_int_equal(s->ios[TD_OP_WRITE], 1);
+	assert_int_equal(s->sectors[TD_OP_WRITE], 24);
+	assert_int_equal(s->back_merges[TD_OP_WRITE], 2);
+	assert_int_equal(s->front_merges[TD_OP_WRITE], 0);
+	assert_memory_equal(e.mem, buf, 3 * 4096);
+
+	struct trace_log *log = trace_collect(&e);
+
+	assert_int_equal(trace_count(log, 'Q'), 3);
+	assert_int_equal(trace_count(log, 'G'), 2);
+	assert_int_equal(trace_count(log, 'M'), 1);
+	assert_int_equal(trace_count(log, 'D'), 1);
+	free(log);
+	env_destroy(&e);
+	free(s);
+	free(buf);
+}
+
 static void run_submit_list_beyond_pool(unsigned int workers)
 {
 	struct env_opts o;
@@ -2640,6 +2691,7 @@ static void test_stress_resets_under_load_keep_every_completed_write(void **stat
 	cmocka_unit_test(test_window_remaps_sectors_in_bio_mode), \
 	cmocka_unit_test(test_window_remaps_sectors_in_rq_mode), \
 	cmocka_unit_test(test_submit_list_back_merges_contiguous_writes_up_to_max_sectors), \
+	cmocka_unit_test(test_merge_that_joins_two_requests_counts_both_merges), \
 	cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_inline), \
 	cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_threaded), \
 	cmocka_unit_test(test_destroy_right_after_drain_is_safe), \
