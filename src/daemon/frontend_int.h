@@ -5,7 +5,7 @@
  * for the operations table (frontend.c).
  *
  * LOCKING: the fields are set at creation and only read afterwards, except
- * the fe_io free list (io_lock) and the open count (atomic).
+ * the fe_io free lists (each under its own lock) and the open count (atomic).
  */
 #ifndef TAGDISK_FRONTEND_INT_H
 #define TAGDISK_FRONTEND_INT_H
@@ -17,13 +17,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "common/compiler.h"
 #include "common/lock.h"
 
 #define ROOT_INO 1 /* the mount point */
 #define DISK_INO 2 /* the disk file */
 
+#define FE_IO_SHARDS 8 /* fe_io free lists, one per CPU (modulo) */
+
 struct fe_io;
 struct td_bufpool;
+
+/*
+ * A free list of fe_io for the threads of one CPU: on a line of its own, so
+ * that the ring threads of two CPUs do not pass one lock's line back and
+ * forth for every request.
+ */
+struct fe_io_cache {
+	struct td_mutex lock;
+	struct fe_io *head; /* lock */
+	unsigned int nr;    /* lock */
+} td_cacheline_aligned;
 struct td_fuse_session;
 struct td_queue;
 
@@ -41,9 +55,7 @@ struct td_frontend {
 	uid_t uid;
 	gid_t gid;
 
-	struct td_mutex io_lock;
-	struct fe_io *free_ios; /* io_lock */
-	unsigned int nr_free_ios; /* io_lock */
+	struct fe_io_cache ios[FE_IO_SHARDS];
 
 	_Atomic unsigned int opens;
 };

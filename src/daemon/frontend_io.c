@@ -13,12 +13,13 @@
  * to the pool when the I/O ends. A request that came on an io_uring entry
  * needs neither: its write data stays valid in the entry until the reply
  * (td_fuse_recv_data_pinned()), and a read is done straight into the entry
- * (td_fuse_reply_space()), so the ring thread copies nothing. fe_io structures are recycled through a free
- * list of at most IO_KEEP.
+ * (td_fuse_reply_space()), so the ring thread copies nothing. fe_io
+ * structures are recycled through per-CPU free lists of at most IO_KEEP each.
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/lock.h"
@@ -29,7 +30,7 @@
 #include "tagdisk/queue.h"
 
 #define STEAL_MIN (64U << 10) /* writes this large keep their receive buffer */
-#define IO_KEEP	  1024U	      /* free fe_io kept for reuse */
+#define IO_KEEP	  256U	      /* free fe_io kept for reuse, per CPU's list */
 
 enum fe_io_kind {
 	FE_READ,
@@ -50,17 +51,26 @@ struct fe_io {
 
 /* ---- fe_io recycling ------------------------------------------------------------------- */
 
+/* Return: the free list of the CPU this thread runs on now. */
+static struct fe_io_cache *io_cache(struct td_frontend *fe)
+{
+	int cpu = sched_getcpu();
+
+	return &fe->ios[cpu < 0 ? 0 : (unsigned int)cpu % FE_IO_SHARDS];
+}
+
 static struct fe_io *io_get(struct td_frontend *fe)
 {
+	struct fe_io_cache *c = io_cache(fe);
 	struct fe_io *io;
 
-	td_mutex_lock(&fe->io_lock);
-	io = fe->free_ios;
+	td_mutex_lock(&c->lock);
+	io = c->head;
 	if (io) {
-		fe->free_ios = io->next_free;
-		fe->nr_free_ios--;
+		c->head = io->next_free;
+		c->nr--;
 	}
-	td_mutex_unlock(&fe->io_lock);
+	td_mutex_unlock(&c->lock);
 	if (!io)
 		io = malloc(sizeof(*io));
 	if (io) {
@@ -71,18 +81,21 @@ static struct fe_io *io_get(struct td_frontend *fe)
 	return io;
 }
 
+/* Recycle @io on this CPU's free list: where the next request here will look. */
 static void io_put(struct td_frontend *fe, struct fe_io *io)
 {
+	struct fe_io_cache *c = io_cache(fe);
+
 	td_bufpool_put(fe->pool, io->buf);
 	io->buf = NULL;
-	td_mutex_lock(&fe->io_lock);
-	if (fe->nr_free_ios < IO_KEEP) {
-		io->next_free = fe->free_ios;
-		fe->free_ios = io;
-		fe->nr_free_ios++;
+	td_mutex_lock(&c->lock);
+	if (c->nr < IO_KEEP) {
+		io->next_free = c->head;
+		c->head = io;
+		c->nr++;
 		io = NULL;
 	}
-	td_mutex_unlock(&fe->io_lock);
+	td_mutex_unlock(&c->lock);
 	free(io);
 }
 
@@ -119,13 +132,17 @@ static void fe_submit(struct td_frontend *fe, struct fe_io *io)
 
 void td_frontend_io_free_all(struct td_frontend *fe)
 {
-	while (fe->free_ios) {
-		struct fe_io *io = fe->free_ios;
+	for (unsigned int i = 0; i < FE_IO_SHARDS; i++) {
+		struct fe_io_cache *c = &fe->ios[i];
 
-		fe->free_ios = io->next_free;
-		free(io);
+		while (c->head) {
+			struct fe_io *io = c->head;
+
+			c->head = io->next_free;
+			free(io);
+		}
+		c->nr = 0;
 	}
-	fe->nr_free_ios = 0;
 }
 
 /* ---- the handlers ---------------------------------------------------------------------- */

@@ -2,8 +2,9 @@
 /*
  * drive_file.c - the image file backend.
  *
- * preadv/pwritev on the image descriptor, retried until the whole transfer
- * is done (a short transfer is not an error; end of file reads as zeroes).
+ * pread/pwrite (preadv/pwritev for several buffers) on the image descriptor,
+ * retried until the whole transfer is done (a short transfer is not an error;
+ * end of file reads as zeroes).
  * FUA writes use RWF_DSYNC; flush is fdatasync. Discard punches a hole;
  * write zeroes asks for FALLOC_FL_ZERO_RANGE. Where the filesystem under the
  * image cannot do either, zeroes are written instead, so the disk's promise
@@ -39,6 +40,20 @@ static void iov_advance(struct iovec **iov, int *iovcnt, size_t done)
 	}
 }
 
+/*
+ * One transfer. A single buffer (most requests) goes by pread/pwrite, which
+ * spare the kernel copying an iovec in.
+ */
+static ssize_t file_rw_once(int fd, const struct iovec *iov, int iovcnt, uint64_t off, bool write,
+			    int flags)
+{
+	if (iovcnt == 1 && !flags)
+		return write ? pwrite(fd, iov->iov_base, iov->iov_len, (off_t)off)
+			     : pread(fd, iov->iov_base, iov->iov_len, (off_t)off);
+	return write ? pwritev2(fd, iov, iovcnt, (off_t)off, flags)
+		     : preadv(fd, iov, iovcnt, (off_t)off);
+}
+
 static int file_rw(struct file_backend *fb, const struct iovec *iov_in, int iovcnt, uint64_t off,
 		   bool write, int flags)
 {
@@ -49,8 +64,7 @@ static int file_rw(struct file_backend *fb, const struct iovec *iov_in, int iovc
 		return -EINVAL;
 	memcpy(local, iov_in, (size_t)iovcnt * sizeof(*iov));
 	while (iovcnt) {
-		ssize_t n = write ? pwritev2(fb->fd, iov, iovcnt, (off_t)off, flags)
-				  : preadv(fb->fd, iov, iovcnt, (off_t)off);
+		ssize_t n = file_rw_once(fb->fd, iov, iovcnt, off, write, flags);
 
 		if (n < 0) {
 			if (errno == EINTR)
