@@ -424,7 +424,7 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 	fe->image_fd = p->image_fd;
 	fe->uid = getuid();
 	fe->gid = getgid();
-	for (unsigned int i = 0; i < FE_IO_SHARDS; i++)
+	for (unsigned int i = 0; i < TD_PCPU_SHARDS; i++)
 		td_mutex_init(&fe->ios[i].lock);
 	fe->pool = td_bufpool_create(td_fuse_recv_size());
 	if (!fe->name || !fe->pool || asprintf(&fsname, "tagdisk:%s", p->name) < 0) {
@@ -461,7 +461,7 @@ out_free:
 	free(fsname);
 	if (fe->pool)
 		td_bufpool_destroy(fe->pool);
-	for (unsigned int i = 0; i < FE_IO_SHARDS; i++)
+	for (unsigned int i = 0; i < TD_PCPU_SHARDS; i++)
 		td_mutex_destroy(&fe->ios[i].lock);
 	free(fe->name);
 	free(fe);
@@ -473,7 +473,7 @@ void td_frontend_destroy(struct td_frontend *fe)
 	td_fuse_session_destroy(fe->sess);
 	td_frontend_io_free_all(fe);
 	td_bufpool_destroy(fe->pool);
-	for (unsigned int i = 0; i < FE_IO_SHARDS; i++)
+	for (unsigned int i = 0; i < TD_PCPU_SHARDS; i++)
 		td_mutex_destroy(&fe->ios[i].lock);
 	free(fe->name);
 	free(fe);

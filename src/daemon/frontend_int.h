@@ -19,11 +19,10 @@
 #include <sys/types.h>
 #include "common/compiler.h"
 #include "common/lock.h"
+#include "common/pcpu.h"
 
 #define ROOT_INO 1 /* the mount point */
 #define DISK_INO 2 /* the disk file */
-
-#define FE_IO_SHARDS 8 /* fe_io free lists, one per CPU (modulo) */
 
 struct fe_io;
 struct td_bufpool;
@@ -38,6 +37,7 @@ struct fe_io_cache {
 	struct fe_io *head; /* lock */
 	unsigned int nr;    /* lock */
 } td_cacheline_aligned;
+
 struct td_fuse_session;
 struct td_queue;
 
@@ -55,7 +55,7 @@ struct td_frontend {
 	uid_t uid;
 	gid_t gid;
 
-	struct fe_io_cache ios[FE_IO_SHARDS];
+	struct fe_io_cache ios[TD_PCPU_SHARDS]; /* by td_pcpu_index() */
 
 	_Atomic unsigned int opens;
 };

@@ -19,7 +19,6 @@
 #define FUSE_USE_VERSION 312
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/lock.h"
@@ -54,9 +53,7 @@ struct fe_io {
 /* Return: the free list of the CPU this thread runs on now. */
 static struct fe_io_cache *io_cache(struct td_frontend *fe)
 {
-	int cpu = sched_getcpu();
-
-	return &fe->ios[cpu < 0 ? 0 : (unsigned int)cpu % FE_IO_SHARDS];
+	return &fe->ios[td_pcpu_index()];
 }
 
 static struct fe_io *io_get(struct td_frontend *fe)
@@ -132,7 +129,7 @@ static void fe_submit(struct td_frontend *fe, struct fe_io *io)
 
 void td_frontend_io_free_all(struct td_frontend *fe)
 {
-	for (unsigned int i = 0; i < FE_IO_SHARDS; i++) {
+	for (unsigned int i = 0; i < TD_PCPU_SHARDS; i++) {
 		struct fe_io_cache *c = &fe->ios[i];
 
 		while (c->head) {
