@@ -38,6 +38,7 @@
 #ifndef TAGDISK_TAG_H
 #define TAGDISK_TAG_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include "common/compiler.h"
 
@@ -84,6 +85,20 @@ unsigned int td_tag_map_users(const struct td_tag_map *map) td_nonnull(1);
  * remembers that a user starved, for td_tag_end().
  */
 int td_tag_start(struct td_tag_map *map, void *rq) td_nonnull(1, 2);
+
+/* A cursor for td_tag_start_at() that is not yet anywhere: the scan begins at the CPU's home. */
+#define TD_TAG_CURSOR_HOME UINT_MAX
+
+/*
+ * td_tag_start(), with the scan beginning at word *@cursor instead of this
+ * CPU's home, and *@cursor left at the word the tag came from. A caller
+ * that starts many tags in one go keeps one cursor for all of them (from
+ * TD_TAG_CURSOR_HOME), so no start rescans the words the ones before it
+ * filled; starting each go from the home again keeps a busy user from
+ * creeping into other CPUs' words. The cursor only says where to look
+ * first: every word is still scanned before the map reports -EBUSY.
+ */
+int td_tag_start_at(struct td_tag_map *map, void *rq, unsigned int *cursor) td_nonnull(1, 2, 3);
 
 /*
  * Free @tag (which must be in use).

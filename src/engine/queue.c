@@ -372,6 +372,8 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 	assert(td_lock_held(&q->lock));
 	if (q->stopped || atomic_load_explicit(&q->dead, memory_order_relaxed))
 		return 0;
+	/* The tags of one pass are started as one go: see td_tag_start_at(). */
+	q->tag_cursor = TD_TAG_CURSOR_HOME;
 	while (!q->barrier_inflight) {
 		struct td_request *rq = dispatch_head_locked(q);
 
@@ -824,7 +826,7 @@ int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms)
 int td_queue_start_tag(struct td_queue *q, struct td_request *rq)
 {
 	assert(td_lock_held(&q->lock));
-	int tag = td_tag_start(q->tags, rq);
+	int tag = td_tag_start_at(q->tags, rq, &q->tag_cursor);
 
 	if (tag < 0) {
 		q->tag_starved = true;

@@ -102,6 +102,7 @@ struct td_queue {
 	bool barrier_inflight;
 	bool defer_retry; /* prep deferred with nothing in flight: the timer reruns us */
 	bool tag_starved; /* the last prep found no free tag; lock */
+	unsigned int tag_cursor; /* where the next tag start looks first (td_tag_start_at); lock */
 	uint32_t command_timeout_ms;
 	uint32_t max_retries;
 	_Atomic unsigned int drain_waiters; /* changed under lock, read without it */

@@ -36,7 +36,11 @@
  * creep a word further at every batch, into the next CPU's words, and the
  * two would meet at every lap. (Homes numbered by thread, which came
  * before, put two submitters a quarter of the map apart whenever some
- * other thread had started a tag in between.)
+ * other thread had started a tag in between.) Within one go of starts
+ * (td_tag_start_at(), one dispatch pass of a queue) the scan resumes at
+ * the word the previous start of the go took, so the hundredth start of a
+ * deep pass does not reload the words the first ninety-nine filled; the
+ * next go begins at the home again, so the cursor cannot creep.
  *
  * Memory ordering of the tag table (each pair named again where it is used):
  *  (a) td_tag_end() clears rqs[tag], then releases the bit (release part of
@@ -333,15 +337,20 @@ static inline uint64_t tag_word_mask(unsigned int w, unsigned int depth, unsigne
 }
 
 /*
- * One pass over the words below @depth, starting at the home of this CPU.
- * @load_order is seq_cst for the rescan of a starving start (pattern (c)).
+ * One pass over the words below @depth, starting at word *@cursor, or at
+ * the home of this CPU when *@cursor is not a word below @depth; *@cursor is
+ * left at the word of the tag claimed. @load_order is seq_cst for the
+ * rescan of a starving start (pattern (c)).
  * Return: a claimed tag, or -EBUSY.
  */
-static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_order load_order)
+static inline int tag_scan(struct td_tag_map *map, unsigned int depth, unsigned int *cursor,
+			   memory_order load_order)
 {
 	unsigned int shift = map->shift;
 	unsigned int nr_words = (depth + (1U << shift) - 1) >> shift;
-	unsigned int first = (unsigned int)(((uint64_t)tag_home() * nr_words) >> TAG_HOME_BITS);
+	unsigned int first = *cursor < nr_words
+				 ? *cursor
+				 : (unsigned int)(((uint64_t)tag_home() * nr_words) >> TAG_HOME_BITS);
 
 	for (unsigned int i = 0; i < nr_words; i++) {
 		unsigned int w = first + i < nr_words ? first + i : first + i - nr_words;
@@ -355,29 +364,38 @@ static inline int tag_scan(struct td_tag_map *map, unsigned int depth, memory_or
 			/* Acquire: pairs with the release in td_tag_end(), pattern (a). */
 			old = atomic_fetch_or_explicit(&map->words[w].bits, bit,
 						       memory_order_acquire);
-			if (!(old & bit))
+			if (!(old & bit)) {
+				*cursor = w;
 				return (int)(w << shift) + __builtin_ctzll(bit);
+			}
 		}
 	}
 	return -EBUSY;
 }
 
-int td_tag_start(struct td_tag_map *map, void *rq)
+int td_tag_start_at(struct td_tag_map *map, void *rq, unsigned int *cursor)
 {
 	/* Relaxed: the depth is a bound and publishes nothing. */
 	unsigned int depth = atomic_load_explicit(&map->depth, memory_order_relaxed);
-	int tag = tag_scan(map, depth, memory_order_relaxed);
+	int tag = tag_scan(map, depth, cursor, memory_order_relaxed);
 
 	if (tag < 0) {
 		/* Seq_cst store, then seq_cst rescan: pairs with td_tag_end(), pattern (c). */
 		atomic_store_explicit(&map->starved, true, memory_order_seq_cst);
-		tag = tag_scan(map, depth, memory_order_seq_cst);
+		tag = tag_scan(map, depth, cursor, memory_order_seq_cst);
 		if (tag < 0)
 			return -EBUSY;
 	}
 	/* Release: pairs with the acquire load in td_tag_find(), pattern (b). */
 	atomic_store_explicit(&map->rqs[tag], rq, memory_order_release);
 	return tag;
+}
+
+int td_tag_start(struct td_tag_map *map, void *rq)
+{
+	unsigned int cursor = TD_TAG_CURSOR_HOME;
+
+	return td_tag_start_at(map, rq, &cursor);
 }
 
 bool td_tag_end(struct td_tag_map *map, int tag)

@@ -747,6 +747,102 @@ static void test_tag_start_scans_from_home_word(void **state)
 	td_tag_map_destroy(map);
 }
 
+/* ---- td_tag_start_at(): a cursor for one go of starts --------------------------------- */
+
+/*
+ * A spread map of depth 32 has four words of 8 tags. A cursor at word 2
+ * takes 16..23 in order and stays there; the next start moves it to word
+ * 3, and past the last word the scan wraps to word 0.
+ */
+static void test_tag_start_at_resumes_at_cursor_word_and_moves_it(void **state)
+{
+	struct td_tag_map *map = td_tag_map_create_spread(32);
+	unsigned int cursor = 2;
+
+	(void)state;
+	assert_non_null(map);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(td_tag_start_at(map, rq_of(i), &cursor), 16 + i);
+		assert_int_equal(cursor, 2);
+	}
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(td_tag_start_at(map, rq_of(8 + i), &cursor), 24 + i);
+	assert_int_equal(cursor, 3);
+	assert_int_equal(td_tag_start_at(map, rq_of(16), &cursor), 0);
+	assert_int_equal(cursor, 0);
+	assert_ptr_equal(td_tag_find(map, 0), rq_of(16));
+	assert_int_equal(td_tag_busy(map), 17);
+	for (int tag = 0; tag < 32; tag++)
+		if (td_tag_find(map, tag))
+			td_tag_end(map, tag);
+	td_tag_map_destroy(map);
+}
+
+/*
+ * The cursor only says where to look first: a tag freed behind it is still
+ * found, and -EBUSY comes only when every word is full. That failure marks
+ * the map starved (the next end reports it) and leaves the cursor alone.
+ */
+static void test_tag_start_at_finds_tag_behind_cursor_then_ebusy(void **state)
+{
+	struct td_tag_map *map = td_tag_map_create_spread(32);
+	unsigned int cursor = 0;
+
+	(void)state;
+	assert_non_null(map);
+	for (int i = 0; i < 32; i++)
+		assert_int_equal(td_tag_start_at(map, rq_of(i), &cursor), i);
+	assert_int_equal(cursor, 3);
+	assert_false(td_tag_end(map, 5));
+	assert_int_equal(td_tag_start_at(map, rq_of(40), &cursor), 5);
+	assert_int_equal(cursor, 0);
+	cursor = 2;
+	assert_int_equal(td_tag_start_at(map, rq_of(41), &cursor), -EBUSY);
+	assert_int_equal(cursor, 2);
+	assert_true(td_tag_end(map, 30));
+	assert_int_equal(td_tag_start_at(map, rq_of(42), &cursor), 30);
+	assert_int_equal(cursor, 3);
+	for (int tag = 0; tag < 32; tag++)
+		td_tag_end(map, tag);
+	assert_int_equal(td_tag_busy(map), 0);
+	td_tag_map_destroy(map);
+}
+
+/*
+ * TD_TAG_CURSOR_HOME, or a cursor past the words of the current depth (the
+ * map shrank since), starts at the home word of the caller's CPU, as
+ * td_tag_start() does.
+ */
+static void test_tag_start_at_cursor_home_or_past_depth_starts_at_home(void **state)
+{
+	struct td_tag_map *map = map_new(1024);
+	unsigned int nr_words = 1024 / WORD_BITS;
+	unsigned int cursor = TD_TAG_CURSOR_HOME;
+	int cpus[8];
+	cpu_set_t saved;
+	int word;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	usable_cpus(cpus);
+	assert_true(pin_to(cpus[0]));
+	word = (int)home_word(cpus[0], nr_words);
+	assert_int_equal(td_tag_start_at(map, rq_of(0), &cursor), word * WORD_BITS);
+	assert_int_equal(cursor, (unsigned int)word);
+	assert_false(td_tag_end(map, word * WORD_BITS));
+
+	/* Shrink to 2 words: a cursor at word 15 is past them, so the scan starts at home. */
+	assert_int_equal(td_tag_resize(map, 2 * WORD_BITS), 0);
+	word = (int)home_word(cpus[0], 2);
+	cursor = 15;
+	assert_int_equal(td_tag_start_at(map, rq_of(1), &cursor), word * WORD_BITS);
+	assert_int_equal(cursor, (unsigned int)word);
+	unpin(&saved);
+	assert_false(td_tag_end(map, word * WORD_BITS));
+	assert_int_equal(td_tag_busy(map), 0);
+	td_tag_map_destroy(map);
+}
+
 struct first_tag_args {
 	struct td_tag_map *map;
 	int cpu;
@@ -1189,6 +1285,9 @@ int main(void)
 	    cmocka_unit_test(test_tag_map_misuse_of_users_aborts),
 	    cmocka_unit_test(test_tag_start_scans_from_home_word),
 	    cmocka_unit_test(test_tag_first_tags_on_each_cpu_start_at_its_home),
+	    cmocka_unit_test(test_tag_start_at_resumes_at_cursor_word_and_moves_it),
+	    cmocka_unit_test(test_tag_start_at_finds_tag_behind_cursor_then_ebusy),
+	    cmocka_unit_test(test_tag_start_at_cursor_home_or_past_depth_starts_at_home),
 	    cmocka_unit_test(test_tag_concurrent_start_end_never_hands_out_a_tag_twice),
 	    cmocka_unit_test(test_tag_concurrent_starvation_is_always_reported),
 	    cmocka_unit_test(test_tag_end_racing_a_failing_start_never_loses_the_kick),
