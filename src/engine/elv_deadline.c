@@ -26,6 +26,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include "tagdisk/elevator.h"
 
@@ -50,6 +51,10 @@ static struct td_request *rb_to_rq(struct td_rb_node *node)
 	return node ? td_rb_entry(node, struct td_request, rb_node) : NULL;
 }
 
+_Static_assert(offsetof(struct td_rb_node, right) ==
+		   offsetof(struct td_rb_node, left) + sizeof(struct td_rb_node *),
+	       "sort_add() finds the right child one pointer past the left");
+
 static void sort_add(struct deadline_data *dd, struct td_request *rq)
 {
 	struct td_rb_root *root = &dd->sort_list[rq_dir(rq)];
@@ -57,12 +62,17 @@ static void sort_add(struct deadline_data *dd, struct td_request *rq)
 	struct td_rb_node *parent = NULL;
 
 	while (*link) {
+		size_t right;
+
 		parent = *link;
-		/* Equal sectors go right: they keep their arrival order. */
-		if (rq->sector < rb_to_rq(parent)->sector)
-			link = &parent->left;
-		else
-			link = &parent->right;
+		/*
+		 * Equal sectors go right: they keep their arrival order. The
+		 * sectors are random to a branch predictor, so the child is picked
+		 * by arithmetic instead of a branch it would miss half the time.
+		 */
+		right = rq->sector >= rb_to_rq(parent)->sector;
+		link = (struct td_rb_node **)((char *)parent + offsetof(struct td_rb_node, left) +
+					      right * sizeof(struct td_rb_node *));
 	}
 	td_rb_insert(root, &rq->rb_node, parent, link);
 }
@@ -211,9 +221,10 @@ dispatch_find_request:
 	/*
 	 * Start from the oldest request when a deadline has passed, when the
 	 * last batch went the other way, or when the sweep reached the end;
-	 * otherwise keep sweeping upwards.
+	 * otherwise keep sweeping upwards. (The clock is read only when the
+	 * choice depends on it.)
 	 */
-	if (deadline_check_fifo(dd, dir) || !dd->next_rq[dir])
+	if (!dd->next_rq[dir] || deadline_check_fifo(dd, dir))
 		rq = td_list_first_entry(&dd->fifo_list[dir], struct td_request, fifo);
 	else
 		rq = dd->next_rq[dir];
