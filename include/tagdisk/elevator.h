@@ -75,8 +75,11 @@ struct td_elevator_type {
 	/* Optional: sorted neighbours of @rq in its direction, for request merging. */
 	struct td_request *(*former_request)(void *data, struct td_request *rq);
 	struct td_request *(*latter_request)(void *data, struct td_request *rq);
-	/* Take ownership of a new QUEUED request. */
-	void (*add_request)(void *data, struct td_request *rq);
+	/*
+	 * Take ownership of a new QUEUED request, queued at @now (the queue's
+	 * clock, in nanoseconds: what a FIFO deadline counts from).
+	 */
+	void (*add_request)(void *data, struct td_request *rq, uint64_t now);
 	/*
 	 * Remove and return the request to dispatch next, or NULL. With @force,
 	 * return one whenever any is queued (used to drain).
@@ -132,8 +135,8 @@ struct td_request *td_elv_merge_bio(struct td_elevator *e, struct td_request *rq
 				    struct td_bio *bio, enum td_elv_merge type)
 	td_nonnull(1, 2, 3);
 
-/* Add a new QUEUED request. */
-void td_elv_add(struct td_elevator *e, struct td_request *rq) td_nonnull(1, 2);
+/* Add a new QUEUED request, queued at @now (the queue's clock). */
+void td_elv_add(struct td_elevator *e, struct td_request *rq, uint64_t now) td_nonnull(1, 2);
 /* Remove and return the next request to dispatch (see ->dispatch), or NULL. */
 struct td_request *td_elv_dispatch(struct td_elevator *e, bool force) td_nonnull(1);
 /* Return: true when requests are queued. */

@@ -272,13 +272,13 @@ struct td_request *td_elv_merge_bio(struct td_elevator *e, struct td_request *rq
 	return NULL;
 }
 
-void td_elv_add(struct td_elevator *e, struct td_request *rq)
+void td_elv_add(struct td_elevator *e, struct td_request *rq, uint64_t now)
 {
 	assert(rq->state == TD_RQ_QUEUED);
 	rq->elv_owner = e;
 	hash_add(e, rq);
 	e->count++;
-	e->type->add_request(e->data, rq);
+	e->type->add_request(e->data, rq, now);
 }
 
 struct td_request *td_elv_dispatch(struct td_elevator *e, bool force)

@@ -128,7 +128,7 @@ static void deadline_exit(void *data)
 	free(dd);
 }
 
-static void deadline_add_request(void *data, struct td_request *rq)
+static void deadline_add_request(void *data, struct td_request *rq, uint64_t now)
 {
 	struct deadline_data *dd = data;
 	const struct td_elv_tunables *t = dd->eq->tunables;
@@ -136,7 +136,12 @@ static void deadline_add_request(void *data, struct td_request *rq)
 	uint64_t expire_ms = dir == DD_READ ? t->read_expire_ms : t->write_expire_ms;
 
 	sort_add(dd, rq);
-	rq->fifo_time_ns = td_clock_now_coarse(dd->eq->clock) + expire_ms * TD_NSEC_PER_MSEC;
+	/*
+	 * The deadline counts from the queue's own reading at insertion, so
+	 * adding a request reads no clock; the dispatch compares it with the
+	 * coarse clock, which is at most a tick behind.
+	 */
+	rq->fifo_time_ns = now + expire_ms * TD_NSEC_PER_MSEC;
 	td_list_add_tail(&rq->fifo, &dd->fifo_list[dir]);
 }
 

@@ -33,10 +33,11 @@ static void noop_exit(void *data)
 	free(data);
 }
 
-static void noop_add_request(void *data, struct td_request *rq)
+static void noop_add_request(void *data, struct td_request *rq, uint64_t now)
 {
 	struct noop_data *nd = data;
 
+	(void)now;
 	td_list_add_tail(&rq->fifo, &nd->queue);
 }
 

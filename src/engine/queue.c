@@ -625,7 +625,7 @@ static int queue_bio_locked(struct td_queue *q, struct td_bio *bio, uint64_t now
 		insert_flush_locked(q, rq, now);
 		return 1;
 	}
-	td_elv_add(q->elv, rq);
+	td_elv_add(q->elv, rq, now);
 	td_queue_trace_rq(q, TD_TA_INSERT, rq, 0, now);
 	return 1;
 

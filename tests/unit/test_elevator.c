@@ -155,7 +155,7 @@ static struct td_request *fx_add_bio(struct fixture *fx, struct td_bio *bio)
 	struct td_request *rq = td_rq_pool_get_locked(&fx->pool, &fx->lock);
 
 	td_rq_init_from_bio(rq, bio);
-	td_elv_add(fx->e, rq);
+	td_elv_add(fx->e, rq, fx->now_ns);
 	assert_ptr_equal(rq->elv_owner, fx->e);
 	assert_int_equal(td_elv_count(fx->e), count + 1);
 	assert_true(td_elv_has_work(fx->e));
