@@ -14,9 +14,10 @@ Targets, all on images of the same size, prefilled with data (holes read too fas
   rq-T               tagdiskd --transport T, mode = rq, deadline, depth 32
   loop-T             losetup --direct-io=on on rq-T's disk file
   loop-pass-T        losetup --direct-io=on on pass-T's disk file; 4k randread QD32 only
-  mq-uring           tagdiskd --transport uring, mode = mq (scheduler none, depth 32, one
-                     hardware context per CPU): each ring feeds its CPU's software queue
-  loop-mq-uring      losetup --direct-io=on on mq-uring's disk file
+  mq-T               tagdiskd --transport T, mode = mq (scheduler none, depth 32, one
+                     hardware context per CPU); on uring each ring feeds its CPU's
+                     software queue
+  loop-mq-T          losetup --direct-io=on on mq-T's disk file
 T is classic or uring. Jobs: one submitting fio job each, and "4k randread QD32 2 jobs"
 (numjobs=2 at iodepth 16 each, group_reporting: IOPS and bandwidth summed over both).
 
@@ -28,7 +29,7 @@ transport and, for a uring target, to its classic counterpart. The daemon's CPU 
 I/O comes from /proc/<pid>/stat around each fio run, ramp included, over that run's I/Os
 (the I/Os fio measured scaled by (ramp + runtime) / runtime); its peak RSS from VmHWM.
 With two transports the matrix has half as many targets again as before (without rq
-noop, now out of it), so a job runs 2 s, not 3, to keep `make bench` near 13 minutes on
+noop, now out of it), so a job runs 2 s, not 3: `make bench` takes about 20 minutes on
 2 cores.
 
 Then: fio psync numjobs=4 random writes with and without FOPEN_PARALLEL_DIRECT_WRITES,
@@ -63,10 +64,8 @@ JOBS = [
 ]
 
 TRANSPORTS = ("classic", "uring")
-KINDS = ("pass", "bio", "rq", "loop")
-# The multi-queue engine, on the transport whose per-CPU rings feed it.
-MQ = ["mq-uring", "loop-mq-uring"]
-TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS] + MQ
+KINDS = ("pass", "bio", "rq", "loop", "mq", "loop-mq")
+TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS]
 # Loop devices on the pass-through disks, for this job only (the loop ceiling).
 LOOP_PASS_JOB = "4k randread QD32"
 LOOP_PASS = [f"loop-pass-{tr}" for tr in TRANSPORTS]
@@ -89,8 +88,8 @@ def pass_of(target):
 
 
 def classic_of(target):
-    """A uring target's classic counterpart, else None (mq runs on uring only)."""
-    if transport_of(target) != "uring" or target in MQ:
+    """A uring target's classic counterpart, else None."""
+    if transport_of(target) != "uring":
         return None
     return target[:-len("uring")] + "classic"
 
@@ -251,7 +250,7 @@ def main():
         sh("fio", "--name=fill", f"--filename={first}", "--rw=write", "--bs=1M",
            f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
         images = {"raw": first}
-        served = [f"{k}-{tr}" for k in ("pass", "bio", "rq") for tr in TRANSPORTS] + ["mq-uring"]
+        served = [f"{k}-{tr}" for k in ("pass", "bio", "rq", "mq") for tr in TRANSPORTS]
         for t in served:
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
@@ -265,9 +264,9 @@ def main():
             daemons[f"rq-{tr}"] = Daemon(tagdiskd, images[f"rq-{tr}"], work, f"rq-{tr}",
                                          ["--mode", "rq", "--elevator", "deadline",
                                           "--depth", "32"] + common, transport=tr)
-        daemons["mq-uring"] = Daemon(tagdiskd, images["mq-uring"], work, "mq-uring",
-                                     ["--mode", "mq", "--elevator", "none", "--depth", "32"]
-                                     + common, transport="uring")
+            daemons[f"mq-{tr}"] = Daemon(tagdiskd, images[f"mq-{tr}"], work, f"mq-{tr}",
+                                         ["--mode", "mq", "--elevator", "none",
+                                          "--depth", "32"] + common, transport=tr)
         for t, d in daemons.items():
             # The pass-through fails to start on a transport it cannot have; ask tagdiskd.
             if not t.startswith("pass-") and fuse_transport(d) != transport_of(t):
@@ -279,7 +278,7 @@ def main():
             owner[t] = daemons[t]
         under_loop = [(f"loop-{tr}", f"rq-{tr}") for tr in TRANSPORTS]
         under_loop += [(f"loop-pass-{tr}", f"pass-{tr}") for tr in TRANSPORTS]
-        under_loop.append(("loop-mq-uring", "mq-uring"))
+        under_loop += [(f"loop-mq-{tr}", f"mq-{tr}") for tr in TRANSPORTS]
         for t, under in under_loop:
             dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
                                   daemons[under].disk], check=True, capture_output=True,
