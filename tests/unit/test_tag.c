@@ -98,6 +98,16 @@ static void end_all(struct td_tag_map *map, const int *tags, unsigned int n)
 		assert_false(td_tag_end(map, tags[i]));
 }
 
+/* End every busy tag below @depth, leave the map idle and destroy it. */
+static void end_busy_and_destroy(struct td_tag_map *map, unsigned int depth)
+{
+	for (unsigned int tag = 0; tag < depth; tag++)
+		if (td_tag_find(map, (int)tag))
+			td_tag_end(map, (int)tag);
+	assert_int_equal(td_tag_busy(map), 0);
+	td_tag_map_destroy(map);
+}
+
 static void test_tag_map_create_rejects_depth_out_of_range(void **state)
 {
 	(void)state;
@@ -739,12 +749,7 @@ static void test_tag_start_scans_from_home_word(void **state)
 	assert_int_equal(td_tag_start(map, rq_of(66)), next + 1);
 	assert_int_equal(td_tag_busy(map), 66);
 	unpin(&saved);
-
-	for (int tag = 0; tag < 1024; tag++)
-		if (td_tag_find(map, tag))
-			td_tag_end(map, tag);
-	assert_int_equal(td_tag_busy(map), 0);
-	td_tag_map_destroy(map);
+	end_busy_and_destroy(map, 1024);
 }
 
 /* ---- td_tag_start_at(): a cursor for one go of starts --------------------------------- */
@@ -772,10 +777,7 @@ static void test_tag_start_at_resumes_at_cursor_word_and_moves_it(void **state)
 	assert_int_equal(cursor, 0);
 	assert_ptr_equal(td_tag_find(map, 0), rq_of(16));
 	assert_int_equal(td_tag_busy(map), 17);
-	for (int tag = 0; tag < 32; tag++)
-		if (td_tag_find(map, tag))
-			td_tag_end(map, tag);
-	td_tag_map_destroy(map);
+	end_busy_and_destroy(map, 32);
 }
 
 /*
