@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
-# tagdiskd under valgrind memcheck while it serves real traffic: ext4 on a direct-I/O
-# loop device, fio verify, resets, elevator and depth changes, injected errors, a hang
-# recovered by the command timeout, garbage on the admin socket, a trace stream, SIGHUP,
-# then SIGTERM. Memcheck must report 0 errors and nothing definitely lost, both in its
-# exit status (99 on errors) and in its log.
+# tagdiskd under valgrind memcheck while it serves real traffic (rq, bio and mq modes):
+# ext4 on a direct-I/O loop device, fio verify, resets, elevator and depth changes,
+# injected errors, a hang recovered by the command timeout, garbage on the admin socket,
+# a trace stream, SIGHUP, then SIGTERM. Memcheck must report 0 errors and nothing
+# definitely lost, both in its exit status (99 on errors) and in its log.
 #
 # Run by `make check-valgrind` (tests/run-tests.sh BUILD valgrind); too slow for
 # `make check`, which runs only tests/bats/*.bats (bats does not descend into slow/).
@@ -52,6 +52,10 @@ valgrind_clean() {
 
 timeouts_above() { # N
 	[ "$(td_stats timeouts)" -gt "$1" ]
+}
+
+resets_above() { # N
+	[ "$(td_status resets)" -gt "$1" ]
 }
 
 # fio verify on a file or device: 8 MiB of 4 KiB random writes at QD8, all read back.
@@ -157,6 +161,34 @@ s.sendall(sys.stdin.buffer.read())
 	dev=$(td_losetup --direct-io=on)
 	fio_verify "$dev" --offset=16M
 	losetup -d "$dev"
+	stop_tagdiskd
+	valgrind_clean
+}
+
+@test "memcheck, mq mode: fio verify on the disk file and on a loop device under resets, scheduler and depth switches, SIGTERM: 0 errors, nothing definitely lost" {
+	start_tagdiskd -c "$TD_DIR/vg.ini" --size 64M --mode mq --elevator mq-deadline
+	(
+		while :; do
+			td_ctl reset >/dev/null
+			td_ctl elevator none >/dev/null
+			td_ctl depth 3 >/dev/null
+			sleep 0.2
+			td_ctl elevator mq-deadline >/dev/null
+			td_ctl depth 32 >/dev/null
+			sleep 0.2
+		done
+	) &
+	CHAOS=$!
+	fio_verify "$TD_DISK"
+	local dev
+	dev=$(td_losetup --direct-io=on)
+	fio_verify "$dev" --offset=16M
+	td_wait_until 60 resets_above 0
+	kill "$CHAOS"
+	wait "$CHAOS" || true
+	CHAOS=
+	losetup -d "$dev"
+	[ "$(td_stats retries_exhausted)" -eq 0 ]
 	stop_tagdiskd
 	valgrind_clean
 }
