@@ -58,6 +58,29 @@ resets_above() { # N
 	[ "$(td_status resets)" -gt "$1" ]
 }
 
+# In the background until stop_chaos (or teardown): reset the drive, switch to elevator A
+# and depth 3, then to elevator B and depth 32, a switch every 0.2 s or so.
+start_chaos() { # A B
+	(
+		while :; do
+			td_ctl reset >/dev/null
+			td_ctl elevator "$1" >/dev/null
+			td_ctl depth 3 >/dev/null
+			sleep 0.2
+			td_ctl elevator "$2" >/dev/null
+			td_ctl depth 32 >/dev/null
+			sleep 0.2
+		done
+	) &
+	CHAOS=$!
+}
+
+stop_chaos() {
+	kill "$CHAOS"
+	wait "$CHAOS" || true
+	CHAOS=
+}
+
 # fio verify on a file or device: 8 MiB of 4 KiB random writes at QD8, all read back.
 fio_verify() { # target [fio options]
 	local target=$1
@@ -82,22 +105,9 @@ fio_verify() { # target [fio options]
 	sync -f "$fs"
 
 	# Resets, elevator switches and depth changes while fio writes and verifies.
-	(
-		while :; do
-			td_ctl reset >/dev/null
-			td_ctl elevator noop >/dev/null
-			td_ctl depth 3 >/dev/null
-			sleep 0.2
-			td_ctl elevator deadline >/dev/null
-			td_ctl depth 32 >/dev/null
-			sleep 0.2
-		done
-	) &
-	CHAOS=$!
+	start_chaos noop deadline
 	fio_verify "$fs/fio.dat"
-	kill "$CHAOS"
-	wait "$CHAOS" || true
-	CHAOS=
+	stop_chaos
 	[ "$(td_status resets)" -gt 0 ]
 
 	# An injected read error: EIO for the reader, then gone after clear.
@@ -167,26 +177,13 @@ s.sendall(sys.stdin.buffer.read())
 
 @test "memcheck, mq mode: fio verify on the disk file and on a loop device under resets, scheduler and depth switches, SIGTERM: 0 errors, nothing definitely lost" {
 	start_tagdiskd -c "$TD_DIR/vg.ini" --size 64M --mode mq --elevator mq-deadline
-	(
-		while :; do
-			td_ctl reset >/dev/null
-			td_ctl elevator none >/dev/null
-			td_ctl depth 3 >/dev/null
-			sleep 0.2
-			td_ctl elevator mq-deadline >/dev/null
-			td_ctl depth 32 >/dev/null
-			sleep 0.2
-		done
-	) &
-	CHAOS=$!
+	start_chaos none mq-deadline
 	fio_verify "$TD_DISK"
 	local dev
 	dev=$(td_losetup --direct-io=on)
 	fio_verify "$dev" --offset=16M
 	td_wait_until 60 resets_above 0
-	kill "$CHAOS"
-	wait "$CHAOS" || true
-	CHAOS=
+	stop_chaos
 	losetup -d "$dev"
 	[ "$(td_stats retries_exhausted)" -eq 0 ]
 	stop_tagdiskd
