@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The nbd backend when its server stays away past the backend's bounds (60 s each,
-# NBD_ANSWER_LIMIT_MS and NBD_LOST_LIMIT_MS in src/engine/drive_nbd.c): a server stopped
+# TD_NBD_ANSWER_LIMIT_MS and TD_NBD_LOST_LIMIT_MS in src/engine/drive_nbd_int.h): a server stopped
 # with SIGSTOP is taken for lost after 60 s without an answer, and the write in flight goes
 # through once it resumes; a server gone for more than 60 s fails the waiting write with
 # EIO and the next one at once, and writes work again once it is back. Kept out of

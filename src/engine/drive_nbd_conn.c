@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * drive_nbd_conn.c - an NBD connection's loop thread: polling, taking a
+ * lost or silent server for lost, reconnecting.
+ *
+ * Each connection has its own libnbd handle and one loop thread that polls
+ * the handle's socket in the direction libnbd asks for and tells libnbd when
+ * it can read or write (nbd_aio_notify_read/_write); the thread also takes
+ * the finished commands (td_nbd_conn_reap()).
+ *
+ * A lost server: when the handle dies (the server closed the socket or was
+ * killed), libnbd fails every command it held with ENOTCONN. The loop thread
+ * sees the handle dead, closes it and parks every operation that had not
+ * finished on the lost list. It then connects again, at once and then after
+ * 100 ms, 200, 400, 800 and every second, checking that the export has the
+ * same size and offers what we use, and sends every parked operation again,
+ * in order, from the piece that had not completed. Sending a write again is
+ * safe: the same data goes to the same place. What the server acknowledged
+ * before it went away is trusted to be there still (true of a killed
+ * file-backed server: the page cache has it); a server that lost it cannot
+ * be told apart, the size check aside. While the connection is down, new
+ * operations wait on the lost list too. When it stays down for
+ * TD_NBD_LOST_LIMIT_MS (60 s), the parked operations fail with -EIO and new
+ * ones fail at once with -EIO until a reconnection succeeds; the thread
+ * keeps trying once a second. A server that stops answering without closing
+ * the connection (hung, or SIGSTOPped) is taken for lost when a command has
+ * had no answer for TD_NBD_ANSWER_LIMIT_MS (60 s): the handle is closed with
+ * its commands in it (nbd_close() calls no completion callback; they are
+ * moved from inflight to lost) and the above follows, so such a server fails
+ * the operations about two minutes after it stopped. Until then the drive's
+ * command timeout resets the drive as usual, and the operations it made
+ * stale stay outstanding here.
+ *
+ * The connection's fields and their locks are in drive_nbd_int.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/log.h"
+#include "drive_nbd_int.h"
+
+/* The connection whose loop runs on this thread, if any. */
+static _Thread_local const struct td_nbd_conn *loop_conn;
+
+static void rwlock_wrlock(pthread_rwlock_t *l)
+{
+	if (pthread_rwlock_wrlock(l))
+		abort();
+}
+
+static void rwlock_unlock(pthread_rwlock_t *l)
+{
+	if (pthread_rwlock_unlock(l))
+		abort();
+}
+
+bool td_nbd_on_loop_thread(const struct td_nbd_conn *c)
+{
+	return loop_conn == c;
+}
+
+void td_nbd_conn_wake(struct td_nbd_conn *c)
+{
+	uint64_t one = 1;
+
+	/* Fails only when the counter is saturated: the loop will wake anyway. */
+	if (write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		td_warn("nbd: connection %u: eventfd", c->index);
+}
+
+static void conn_clear_efd(struct td_nbd_conn *c)
+{
+	uint64_t v;
+
+	if (read(c->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		td_warn("nbd: connection %u: eventfd", c->index);
+}
+
+static bool conn_stopping(struct td_nbd_conn *c)
+{
+	bool stop;
+
+	td_mutex_lock(&c->lock);
+	stop = c->stop;
+	td_mutex_unlock(&c->lock);
+	return stop;
+}
+
+/* Sleep up to @ms or until woken. Return: true when destroy asked the thread to stop. */
+static bool conn_sleep(struct td_nbd_conn *c, unsigned int ms)
+{
+	struct pollfd p = { .fd = c->efd, .events = POLLIN };
+
+	if (poll(&p, 1, (int)ms) > 0)
+		conn_clear_efd(c);
+	return conn_stopping(c);
+}
+
+/* Poll @h (its socket, in the direction libnbd asks for) and @c's eventfd; tell libnbd. */
+static void conn_poll(struct td_nbd_conn *c, struct nbd_handle *h, unsigned int timeout_ms)
+{
+	unsigned int dir = nbd_aio_get_direction(h);
+	struct pollfd p[2];
+	int r = 0;
+
+	p[0] = (struct pollfd){ .fd = nbd_aio_get_fd(h) };
+	if (dir & LIBNBD_AIO_DIRECTION_READ)
+		p[0].events |= POLLIN;
+	if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+		p[0].events |= POLLOUT;
+	p[1] = (struct pollfd){ .fd = c->efd, .events = POLLIN };
+	if (poll(p, 2, (int)timeout_ms) < 0) {
+		if (errno != EINTR)
+			td_warn("nbd: connection %u: poll", c->index);
+		return;
+	}
+	if (p[1].revents & POLLIN)
+		conn_clear_efd(c);
+	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_READ))
+		r = nbd_aio_notify_read(h);
+	else if ((p[0].revents & (POLLOUT | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_WRITE))
+		r = nbd_aio_notify_write(h);
+	if (r == -1)
+		td_debug("nbd: connection %u: %s", c->index, nbd_get_error());
+}
+
+/* ---- connecting ------------------------------------------------------------------------- */
+
+int td_nbd_read_caps(struct nbd_handle *h, struct td_nbd_caps *caps, char *msg, size_t msglen)
+{
+	int64_t size = nbd_get_size(h);
+	int ro = nbd_is_read_only(h);
+	int flush = nbd_can_flush(h);
+	int fua = nbd_can_fua(h);
+	int zero = nbd_can_zero(h);
+	int mc = nbd_can_multi_conn(h);
+
+	if (size < 0 || ro < 0 || flush < 0 || fua < 0 || zero < 0 || mc < 0) {
+		snprintf(msg, msglen, "%s", nbd_get_error());
+		return -1;
+	}
+	*caps = (struct td_nbd_caps){ .size = (uint64_t)size, .read_only = ro, .flush = flush,
+				      .fua = fua, .zero = zero, .multi_conn = mc };
+	return 0;
+}
+
+struct nbd_handle *td_nbd_handle_connect(const char *uri, unsigned int timeout_ms, int wake_fd,
+					 char *msg, size_t msglen)
+{
+	uint64_t deadline = td_now_ns() + timeout_ms * TD_NSEC_PER_MSEC;
+	struct nbd_handle *h = nbd_create();
+
+	if (!h) {
+		snprintf(msg, msglen, "%s", nbd_get_error());
+		return NULL;
+	}
+	/* Our buffers are only read on success: libnbd need not clear them first. */
+	if (nbd_set_pread_initialize(h, false) == -1 || nbd_aio_connect_uri(h, uri) == -1)
+		goto out_error;
+	while (nbd_aio_is_ready(h) != 1) {
+		struct pollfd p[2];
+		unsigned int dir;
+		uint64_t now = td_now_ns();
+		int n = 1;
+		int r = 0;
+
+		if (td_nbd_handle_dead(h)) {
+			snprintf(msg, msglen, "connection closed during the handshake");
+			goto out_close;
+		}
+		if (now >= deadline) {
+			snprintf(msg, msglen, "no answer within %u ms", timeout_ms);
+			goto out_close;
+		}
+		dir = nbd_aio_get_direction(h);
+		p[0] = (struct pollfd){ .fd = nbd_aio_get_fd(h) };
+		if (dir & LIBNBD_AIO_DIRECTION_READ)
+			p[0].events |= POLLIN;
+		if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+			p[0].events |= POLLOUT;
+		if (wake_fd != -1)
+			p[n++] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
+		if (poll(p, (nfds_t)n, (int)TD_DIV_ROUND_UP(deadline - now, TD_NSEC_PER_MSEC)) < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(msg, msglen, "poll: %s", strerror(errno));
+			goto out_close;
+		}
+		if (n == 2 && p[1].revents) {
+			snprintf(msg, msglen, "interrupted");
+			goto out_close;
+		}
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_READ))
+			r = nbd_aio_notify_read(h);
+		else if (p[0].revents & (POLLOUT | POLLHUP | POLLERR))
+			r = nbd_aio_notify_write(h);
+		if (r == -1)
+			goto out_error;
+	}
+	return h;
+
+out_error:
+	snprintf(msg, msglen, "%s", nbd_get_error());
+out_close:
+	nbd_close(h);
+	return NULL;
+}
+
+/*
+ * Connect again after a loss: a handle to an export like the first one.
+ * Return: the handle, or NULL with the reason in @msg.
+ */
+static struct nbd_handle *conn_reconnect_once(struct td_nbd_conn *c, char *msg, size_t msglen)
+{
+	struct td_nbd_backend *nb = c->nb;
+	struct nbd_handle *h;
+	struct td_nbd_caps caps;
+
+	h = td_nbd_handle_connect(nb->uri, TD_NBD_RECONNECT_TIMEOUT_MS, c->efd, msg, msglen);
+	if (!h)
+		return NULL;
+	if (td_nbd_read_caps(h, &caps, msg, msglen))
+		goto out_close;
+	if (caps.size != nb->caps.size) {
+		snprintf(msg, msglen, "the export is now %" PRIu64 " bytes, not %" PRIu64,
+			 caps.size, nb->caps.size);
+		goto out_close;
+	}
+	if ((caps.read_only && !nb->read_only) || (nb->caps.flush && !caps.flush) ||
+	    (nb->caps.fua && !caps.fua) || (nb->caps.zero && !caps.zero) ||
+	    (nb->nr_conns > 1 && !caps.multi_conn)) {
+		snprintf(msg, msglen, "the export no longer offers what it did (%s%s%s%s%s)",
+			 caps.read_only ? "read-only; " : "", caps.flush ? "" : "no flush; ",
+			 caps.fua ? "" : "no FUA; ", caps.zero ? "" : "no write zeroes; ",
+			 caps.multi_conn ? "" : "no multi-conn");
+		goto out_close;
+	}
+	return h;
+
+out_close:
+	nbd_close(h);
+	return NULL;
+}
+
+/*
+ * The connection is lost: close the handle, park what was outstanding on it,
+ * connect again and send it all again. Returns once connected, or when
+ * destroy asks the thread to stop.
+ */
+static void conn_recover(struct td_nbd_conn *c)
+{
+	struct td_nbd_backend *nb = c->nb;
+	uint64_t since = td_now_ns();
+	unsigned int delay_ms = TD_NBD_RETRY_FIRST_MS;
+	unsigned int attempts = 0;
+	struct nbd_handle *old;
+	struct nbd_handle *h;
+	struct td_list lost;
+	char msg[256];
+	char last[256] = "";
+	bool broken = false;
+	unsigned int n = 0;
+
+	rwlock_wrlock(&c->hlock);
+	old = c->h;
+	c->h = NULL;
+	atomic_store_explicit(&c->up, false, memory_order_relaxed);
+	rwlock_unlock(&c->hlock);
+	if (old)
+		nbd_close(old);
+	/* A live handle (ESHUTDOWN) was closed with commands in it: no callback will come. */
+	td_mutex_lock(&c->lock);
+	td_list_splice_init(&c->inflight, &c->lost);
+	td_mutex_unlock(&c->lock);
+	td_nbd_conn_reap(c, &broken);
+	if (old)
+		td_warnx("nbd: connection %u to '%s' lost; reconnecting", c->index, nb->uri);
+
+	for (;;) {
+		if (conn_sleep(c, attempts ? delay_ms : 0))
+			return;
+		attempts++;
+		h = conn_reconnect_once(c, msg, sizeof(msg));
+		if (h)
+			break;
+		if (strcmp(msg, last)) {
+			td_debug("nbd: connection %u to '%s': %s", c->index, nb->uri, msg);
+			snprintf(last, sizeof(last), "%s", msg);
+		}
+		if (td_now_ns() - since >= TD_NBD_LOST_LIMIT_MS * TD_NSEC_PER_MSEC) {
+			td_mutex_lock(&c->lock);
+			if (!c->failing)
+				td_err("nbd: '%s' unreachable for %u s (%s): its operations fail "
+				       "until it is back", nb->uri, TD_NBD_LOST_LIMIT_MS / 1000, msg);
+			c->failing = true;
+			td_mutex_unlock(&c->lock);
+			td_nbd_conn_fail_lost(c);
+		}
+		if (attempts > 1)
+			delay_ms = TD_MIN(delay_ms * 2, (unsigned int)TD_NBD_RETRY_MAX_MS);
+	}
+
+	td_list_init(&lost);
+	rwlock_wrlock(&c->hlock);
+	c->h = h;
+	atomic_store_explicit(&c->up, true, memory_order_relaxed);
+	td_mutex_lock(&c->lock);
+	c->failing = false;
+	td_list_splice_init(&c->lost, &lost);
+	td_mutex_unlock(&c->lock);
+	rwlock_unlock(&c->hlock);
+
+	while (!td_list_empty(&lost)) {
+		struct td_nbd_op *op = td_list_first_entry(&lost, struct td_nbd_op, link);
+		int err;
+
+		td_list_del(&op->link);
+		n++;
+		err = td_nbd_conn_send(c, op);
+		if (err)
+			td_nbd_op_finish(op, err);
+	}
+	td_notice("nbd: connection %u to '%s' back after %" PRIu64 " ms; %u operation(s) sent "
+		  "again", c->index, nb->uri, (uint64_t)((td_now_ns() - since) / TD_NSEC_PER_MSEC), n);
+}
+
+/* ---- the loop --------------------------------------------------------------------------- */
+
+/* Up: the age of the oldest command in ->h, 0 when there is none. */
+static uint64_t conn_oldest_ns(struct td_nbd_conn *c)
+{
+	uint64_t age_ns = 0;
+
+	td_mutex_lock(&c->lock);
+	/* The oldest command in flight is the first: commands are appended as sent. */
+	if (!td_list_empty(&c->inflight))
+		age_ns = td_now_ns() -
+			 td_list_first_entry(&c->inflight, struct td_nbd_op, link)->sent_ns;
+	td_mutex_unlock(&c->lock);
+	return age_ns;
+}
+
+void *td_nbd_conn_loop(void *arg)
+{
+	struct td_nbd_conn *c = arg;
+	char name[16];
+
+	loop_conn = c;
+	snprintf(name, sizeof(name), "td-nbd%u", c->index);
+	td_thread_name(name);
+	while (!conn_stopping(c)) {
+		bool broken = false;
+
+		td_nbd_conn_reap(c, &broken);
+		if (broken || td_nbd_handle_dead(c->h)) {
+			conn_recover(c);
+			continue;
+		}
+		if (conn_oldest_ns(c) >= TD_NBD_ANSWER_LIMIT_MS * TD_NSEC_PER_MSEC) {
+			td_warnx("nbd: connection %u to '%s': no answer for %u s", c->index,
+				 c->nb->uri, TD_NBD_ANSWER_LIMIT_MS / 1000);
+			conn_recover(c);
+			continue;
+		}
+		/* Never asleep for good: a command may be in flight since before this poll. */
+		conn_poll(c, c->h, TD_NBD_ANSWER_CHECK_MS);
+	}
+	loop_conn = NULL;
+	return NULL;
+}
