@@ -15,7 +15,9 @@
  * Opening checks what the export offers against what we need (writable
  * unless we serve it read-only, not empty, multi-conn for more than one
  * connection), connects the other connections to the same export, and only
- * then starts the loop threads.
+ * then starts the loop threads. The two limits of a lost or silent server
+ * (drive_nbd_conn.c) are 60 s each, or what TAGDISK_NBD_ANSWER_LIMIT_MS and
+ * TAGDISK_NBD_LOST_LIMIT_MS say (tagdiskd(8)); a bad value fails the open.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -161,6 +163,33 @@ static bool uri_supported(const char *uri)
 	return !strncmp(uri, "nbd://", 6) || !strncmp(uri, "nbd+unix://", 11);
 }
 
+/*
+ * A limit from the environment variable @name, or @def when it is not set.
+ * Return: 0, or -EINVAL with one line in @msg when the value is not a number of
+ * milliseconds in range.
+ */
+static int limit_from_env(const char *name, unsigned int def, unsigned int *ms, char *msg,
+			  size_t msglen)
+{
+	const char *v = getenv(name);
+	unsigned long long n;
+	char *end;
+
+	*ms = def;
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end || errno || n < TD_NBD_LIMIT_MIN_MS ||
+	    n > TD_NBD_LIMIT_MAX_MS) {
+		snprintf(msg, msglen, "nbd: %s='%s' is not a number of milliseconds from %u to %u",
+			 name, v, TD_NBD_LIMIT_MIN_MS, TD_NBD_LIMIT_MAX_MS);
+		return -EINVAL;
+	}
+	*ms = (unsigned int)n;
+	return 0;
+}
+
 /* The first connection: what the export offers, checked against what we need. */
 static int open_first(struct td_nbd_backend *nb, bool want_multi, char *msg, size_t msglen)
 {
@@ -268,6 +297,8 @@ int td_backend_nbd_open(struct td_backend *be, const struct td_nbd_params *p, bo
 			uint64_t *size, char *msg, size_t msglen)
 {
 	unsigned int n = p->connections;
+	unsigned int answer_ms;
+	unsigned int lost_ms;
 	unsigned int started = 0;
 	struct td_nbd_backend *nb;
 	int err;
@@ -286,11 +317,20 @@ int td_backend_nbd_open(struct td_backend *be, const struct td_nbd_params *p, bo
 			 TD_NBD_MAX_CONNECTIONS);
 		return -EINVAL;
 	}
+	err = limit_from_env("TAGDISK_NBD_ANSWER_LIMIT_MS", TD_NBD_ANSWER_LIMIT_MS, &answer_ms,
+			     msg, msglen);
+	if (!err)
+		err = limit_from_env("TAGDISK_NBD_LOST_LIMIT_MS", TD_NBD_LOST_LIMIT_MS, &lost_ms,
+				     msg, msglen);
+	if (err)
+		return err;
 	nb = nbd_alloc(p, read_only);
 	if (!nb) {
 		snprintf(msg, msglen, "nbd: out of memory");
 		return -ENOMEM;
 	}
+	nb->answer_limit_ms = answer_ms;
+	nb->lost_limit_ms = lost_ms;
 	for (unsigned int i = 0; i < n; i++) {
 		nb->conns[i].efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (nb->conns[i].efd < 0) {
@@ -318,6 +358,9 @@ int td_backend_nbd_open(struct td_backend *be, const struct td_nbd_params *p, bo
 	td_info("nbd: '%s': %" PRIu64 " bytes, %u connection(s)%s%s%s%s", nb->uri, nb->caps.size,
 		n, nb->caps.flush ? ", flush" : "", nb->caps.fua ? ", FUA" : "",
 		nb->caps.zero ? ", write zeroes" : "", nb->caps.multi_conn ? ", multi-conn" : "");
+	if (answer_ms != TD_NBD_ANSWER_LIMIT_MS || lost_ms != TD_NBD_LOST_LIMIT_MS)
+		td_notice("nbd: '%s': answer limit %u ms, lost limit %u ms (from the environment)",
+			  nb->uri, answer_ms, lost_ms);
 	be->ops = &nbd_ops;
 	be->priv = nb;
 	*size = nb->caps.size;

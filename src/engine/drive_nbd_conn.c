@@ -20,11 +20,11 @@
  * file-backed server: the page cache has it); a server that lost it cannot
  * be told apart, the size check aside. While the connection is down, new
  * operations wait on the lost list too. When it stays down for
- * TD_NBD_LOST_LIMIT_MS (60 s), the parked operations fail with -EIO and new
+ * lost_limit_ms (60 s by default), the parked operations fail with -EIO and new
  * ones fail at once with -EIO until a reconnection succeeds; the thread
  * keeps trying once a second. A server that stops answering without closing
  * the connection (hung, or SIGSTOPped) is taken for lost when a command has
- * had no answer for TD_NBD_ANSWER_LIMIT_MS (60 s): the handle is closed with
+ * had no answer for answer_limit_ms (60 s by default): the handle is closed with
  * its commands in it (nbd_close() calls no completion callback; they are
  * moved from inflight to lost) and the above follows, so such a server fails
  * the operations about two minutes after it stopped. Until then the drive's
@@ -99,6 +99,16 @@ static bool conn_sleep(struct td_nbd_conn *c, unsigned int ms)
 	if (poll(&p, 1, (int)ms) > 0)
 		conn_clear_efd(c);
 	return conn_stopping(c);
+}
+
+/* Write @ms as "60 s" or "2500 ms" into @buf. Return: @buf. */
+static const char *limit_text(unsigned int ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%u s", ms / 1000);
+	else
+		snprintf(buf, len, "%u ms", ms);
+	return buf;
 }
 
 /* Poll @h (its socket, in the direction libnbd asks for) and @c's eventfd; tell libnbd. */
@@ -263,6 +273,7 @@ static void conn_recover(struct td_nbd_conn *c)
 	struct td_list lost;
 	char msg[256];
 	char last[256] = "";
+	char limit[32];
 	bool broken = false;
 	unsigned int n = 0;
 
@@ -292,11 +303,12 @@ static void conn_recover(struct td_nbd_conn *c)
 			td_debug("nbd: connection %u to '%s': %s", c->index, nb->uri, msg);
 			snprintf(last, sizeof(last), "%s", msg);
 		}
-		if (td_now_ns() - since >= TD_NBD_LOST_LIMIT_MS * TD_NSEC_PER_MSEC) {
+		if (td_now_ns() - since >= nb->lost_limit_ms * TD_NSEC_PER_MSEC) {
 			td_mutex_lock(&c->lock);
 			if (!c->failing)
-				td_err("nbd: '%s' unreachable for %u s (%s): its operations fail "
-				       "until it is back", nb->uri, TD_NBD_LOST_LIMIT_MS / 1000, msg);
+				td_err("nbd: '%s' unreachable for %s (%s): its operations fail "
+				       "until it is back", nb->uri,
+				       limit_text(nb->lost_limit_ms, limit, sizeof(limit)), msg);
 			c->failing = true;
 			td_mutex_unlock(&c->lock);
 			td_nbd_conn_fail_lost(c);
@@ -348,6 +360,8 @@ static uint64_t conn_oldest_ns(struct td_nbd_conn *c)
 void *td_nbd_conn_loop(void *arg)
 {
 	struct td_nbd_conn *c = arg;
+	struct td_nbd_backend *nb = c->nb;
+	unsigned int check_ms = TD_MIN(nb->answer_limit_ms, (unsigned int)TD_NBD_ANSWER_CHECK_MS);
 	char name[16];
 
 	loop_conn = c;
@@ -355,20 +369,21 @@ void *td_nbd_conn_loop(void *arg)
 	td_thread_name(name);
 	while (!conn_stopping(c)) {
 		bool broken = false;
+		char limit[32];
 
 		td_nbd_conn_reap(c, &broken);
 		if (broken || td_nbd_handle_dead(c->h)) {
 			conn_recover(c);
 			continue;
 		}
-		if (conn_oldest_ns(c) >= TD_NBD_ANSWER_LIMIT_MS * TD_NSEC_PER_MSEC) {
-			td_warnx("nbd: connection %u to '%s': no answer for %u s", c->index,
-				 c->nb->uri, TD_NBD_ANSWER_LIMIT_MS / 1000);
+		if (conn_oldest_ns(c) >= nb->answer_limit_ms * TD_NSEC_PER_MSEC) {
+			td_warnx("nbd: connection %u to '%s': no answer for %s", c->index, nb->uri,
+				 limit_text(nb->answer_limit_ms, limit, sizeof(limit)));
 			conn_recover(c);
 			continue;
 		}
 		/* Never asleep for good: a command may be in flight since before this poll. */
-		conn_poll(c, c->h, TD_NBD_ANSWER_CHECK_MS);
+		conn_poll(c, c->h, check_ms);
 	}
 	loop_conn = NULL;
 	return NULL;

@@ -40,11 +40,20 @@
 #include "tagdisk/backend.h"
 
 #define TD_NBD_MAX_CONNECTIONS 16
-/* How long a lost server may stay away before its operations fail with -EIO (README). */
+/*
+ * How long a lost server may stay away before its operations fail with -EIO. Default;
+ * TAGDISK_NBD_LOST_LIMIT_MS overrides it (tagdiskd(8)).
+ */
 #define TD_NBD_LOST_LIMIT_MS 60000
-/* A command unanswered this long: the server is hung, its connection is treated as lost (README). */
+/*
+ * A command unanswered this long: the server is hung, its connection is treated as lost.
+ * Default; TAGDISK_NBD_ANSWER_LIMIT_MS overrides it (tagdiskd(8)).
+ */
 #define TD_NBD_ANSWER_LIMIT_MS 60000
-/* How often the loop thread looks for such a command (it wakes this often when idle too). */
+/* The range both variables accept, in milliseconds. */
+#define TD_NBD_LIMIT_MIN_MS 100
+#define TD_NBD_LIMIT_MAX_MS 3600000
+/* How often the loop thread looks for such a command (at most; it wakes this often). */
 #define TD_NBD_ANSWER_CHECK_MS 1000
 /* Reconnection attempts: one at once, the next this much later, then twice as long each time. */
 #define TD_NBD_RETRY_FIRST_MS 100
@@ -83,7 +92,7 @@ struct td_nbd_conn {
 	struct td_list inflight;	/* lock: td_nbd_op with a command in h */
 	struct td_list ready;		/* lock: td_nbd_op whose command's callback ran */
 	struct td_list lost;		/* lock: td_nbd_op waiting for the connection */
-	bool failing;			/* lock: down for TD_NBD_LOST_LIMIT_MS: new ones fail */
+	bool failing;			/* lock: down for lost_limit_ms: new ones fail */
 	bool stop;			/* lock: destroy: nothing is outstanding, exit */
 };
 
@@ -92,6 +101,8 @@ struct td_nbd_backend {
 	bool read_only;			/* immutable: ours: refuse writes */
 	struct td_nbd_caps caps;	/* immutable: of the first connection; the others match */
 	uint64_t rw_max;		/* immutable: bytes per read or write command */
+	unsigned int answer_limit_ms;	/* immutable: see TD_NBD_ANSWER_LIMIT_MS */
+	unsigned int lost_limit_ms;	/* immutable: see TD_NBD_LOST_LIMIT_MS */
 	atomic_bool no_hole;		/* write zeroes asks NBD_CMD_FLAG_NO_HOLE */
 	void *zero_buf;			/* immutable: TD_NBD_ZERO_BUF zeroes when !caps.zero */
 	atomic_uint next;		/* round robin over the connections */
@@ -128,8 +139,8 @@ static inline bool td_nbd_handle_dead(struct nbd_handle *h)
  * Send @op's next command on @c (the loop thread, or a submitter), or park @op on the lost
  * list while @c takes no commands. No lock held; @op is on no list.
  * Return: 0 (sent or parked: the loop thread or the callback has it now), or a negative
- * errno with which the caller finishes @op (-EIO: @c has been down for
- * TD_NBD_LOST_LIMIT_MS; a refusal of libnbd's).
+ * errno with which the caller finishes @op (-EIO: @c has been down for lost_limit_ms;
+ * a refusal of libnbd's).
  */
 int td_nbd_conn_send(struct td_nbd_conn *c, struct td_nbd_op *op) td_nonnull(1, 2);
 
