@@ -122,6 +122,9 @@ static void nbd_destroy_conns(struct td_nbd_backend *nb, unsigned int started)
 				td_debug("nbd: connection %u: %s", i, nbd_get_error());
 			nbd_close(c->h);
 		}
+		/* Nothing is outstanding: no command of ours is in it any more. */
+		if (c->drain)
+			nbd_close(c->drain);
 		if (c->efd >= 0)
 			close(c->efd);
 		pthread_rwlock_destroy(&c->hlock);
@@ -287,6 +290,7 @@ static struct td_nbd_backend *nbd_alloc(const struct td_nbd_params *p, bool read
 		pthread_rwlockattr_destroy(&attr);
 		td_mutex_init(&c->lock);
 		td_list_init(&c->inflight);
+		td_list_init(&c->draining);
 		td_list_init(&c->ready);
 		td_list_init(&c->lost);
 	}

@@ -1,38 +1,67 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * drive_nbd_conn.c - an NBD connection's loop thread: polling, taking a
- * lost or silent server for lost, reconnecting.
+ * drive_nbd_conn.c - an NBD connection's state machine and its loop thread.
  *
  * Each connection has its own libnbd handle and one loop thread that polls
  * the handle's socket in the direction libnbd asks for and tells libnbd when
  * it can read or write (nbd_aio_notify_read/_write); the thread also takes
- * the finished commands (td_nbd_conn_reap()).
+ * the finished commands (td_nbd_conn_reap()), gives up on a silent handle,
+ * and connects again. A connection is in one of three states:
  *
- * A lost server: when the handle dies (the server closed the socket or was
- * killed), libnbd fails every command it held with ENOTCONN. The loop thread
- * sees the handle dead, closes it and parks every operation that had not
- * finished on the lost list. It then connects again, at once and then after
- * 100 ms, 200, 400, 800 and every second, checking that the export has the
- * same size and offers what we use, and sends every parked operation again,
- * in order, from the piece that had not completed. Sending a write again is
- * safe: the same data goes to the same place. What the server acknowledged
- * before it went away is trusted to be there still (true of a killed
- * file-backed server: the page cache has it); a server that lost it cannot
- * be told apart, the size check aside. While the connection is down, new
- * operations wait on the lost list too. When it stays down for
- * lost_limit_ms (60 s by default), the parked operations fail with -EIO and new
- * ones fail at once with -EIO until a reconnection succeeds; the thread
- * keeps trying once a second. A server that stops answering without closing
- * the connection (hung, or SIGSTOPped) is taken for lost when a command has
- * had no answer for answer_limit_ms (60 s by default): the handle is closed with
- * its commands in it (nbd_close() calls no completion callback; they are
- * moved from inflight to lost) and the above follows, so such a server fails
- * the operations about two minutes after it stopped. Until then the drive's
- * command timeout resets the drive as usual, and the operations it made
- * stale stay outstanding here.
+ *   up        ->h takes commands.
+ *   draining  ->h is NULL; ->drain is the handle given up on, told
+ *             NBD_CMD_DISC. The commands still in it wait for their answers
+ *             or for the server to close it; new operations wait on the
+ *             lost list.
+ *   down      ->h and ->drain are NULL: connecting again, at once, then
+ *             after 100 ms, 200, 400, 800 and every second, each time to an
+ *             export that must have the same size and offer what we use.
+ *             Operations wait on the lost list.
+ *
+ *   up -> draining    a command has had no answer for answer_limit_ms (a
+ *                     hung or stopped server), or the server answered
+ *                     ESHUTDOWN (NBD asks the client for a soft disconnect)
+ *   up -> down        the handle died: the server closed the connection, or
+ *                     its process died (libnbd fails what it had: ENOTCONN)
+ *   draining -> down  every command of ours in the drained handle has its
+ *                     answer, or the server closed it
+ *   down -> up        a reconnection; what waited on the lost list is sent
+ *                     again, in order, from the piece that had not completed
+ *
+ * The fate of a command. A command handed to libnbd may be executing in the
+ * server until the server answers it. Sending a write again, or completing
+ * its operation, while the first send may still execute would let it land
+ * after a newer write to the same sectors (the drive lifts its fence and
+ * the filesystem moves on as soon as the operation completes). So a handle
+ * with commands of ours in it is never closed by us: a silent one is
+ * drained instead. NBD_CMD_DISC obliges the server to handle every request
+ * outstanding before it closes the connection, so once the server has
+ * closed it, nothing sent on it can still land, and what had no answer is
+ * sent again; until then the operations stay outstanding, however long that
+ * is. No other guarantee exists: a flush on a new connection does not order
+ * against another connection's writes in flight, and there is no way to
+ * cancel a command. A handle the server closed without being asked (killed,
+ * or shutting down: NBD asks a server to finish its requests in flight
+ * first) is trusted the same way. A connection broken between two live
+ * hosts (a network reset) cannot be told from that, and is trusted too.
+ *
+ * What the server acknowledged before it went away is trusted to be there
+ * still (true of a killed file-backed server: the page cache has it); a
+ * server that lost it cannot be told apart, the size check aside.
+ *
+ * The lost limit. A connection that has not taken commands for
+ * lost_limit_ms (draining or down) fails what waits on its lost list with
+ * -EIO, and new operations fail at once with -EIO, until it is up again;
+ * the thread keeps trying once a second. Nothing on the lost list can still
+ * execute in the server (never sent, or sent on a handle the server has
+ * closed), so failing it cannot reorder writes. Commands in a drained handle
+ * are not failed: they wait for the server. Until then the drive's command
+ * timeout resets the drive as usual, and the operations it made stale keep
+ * the drive fenced here.
  *
  * The connection's fields and their locks are in drive_nbd_int.h.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -258,14 +287,101 @@ out_close:
 }
 
 /*
- * The connection is lost: close the handle, park what was outstanding on it,
- * connect again and send it all again. Returns once connected, or when
- * destroy asks the thread to stop.
+ * Past the lost limit (the connection has not taken commands since ->down_ns): fail what
+ * waits on the lost list, and from now on what comes, with -EIO. @why says what is wrong.
+ */
+static void conn_check_lost_limit(struct td_nbd_conn *c, const char *why)
+{
+	struct td_nbd_backend *nb = c->nb;
+	char limit[32];
+	bool first;
+
+	if (td_now_ns() - c->down_ns < nb->lost_limit_ms * TD_NSEC_PER_MSEC)
+		return;
+	td_mutex_lock(&c->lock);
+	first = !c->failing;
+	c->failing = true;
+	td_mutex_unlock(&c->lock);
+	if (first)
+		td_err("nbd: '%s' unreachable for %s (%s): its operations fail until it is back",
+		       nb->uri, limit_text(nb->lost_limit_ms, limit, sizeof(limit)), why);
+	td_nbd_conn_fail_lost(c);
+}
+
+/* ---- draining --------------------------------------------------------------------------- */
+
+/*
+ * Up -> draining: take ->h away from the submitters, ask the server to disconnect once it
+ * has handled what it has (NBD_CMD_DISC), and leave the commands in it where they are.
+ */
+static void conn_drain_start(struct td_nbd_conn *c, const char *why)
+{
+	struct nbd_handle *h;
+	unsigned int n = 0;
+	struct td_list *pos;
+
+	rwlock_wrlock(&c->hlock);
+	h = c->h;
+	c->h = NULL;
+	atomic_store_explicit(&c->up, false, memory_order_relaxed);
+	td_mutex_lock(&c->lock);
+	td_list_splice_tail_init(&c->inflight, &c->draining);
+	for (pos = c->draining.next; pos != &c->draining; pos = pos->next)
+		n++;
+	td_mutex_unlock(&c->lock);
+	rwlock_unlock(&c->hlock);
+
+	c->drain = h;
+	c->drain_gen = c->gen;
+	c->down_ns = td_now_ns();
+	/* On a handle that can no longer send it, the drain ends at once: the server closed it. */
+	if (nbd_aio_disconnect(h, 0) == -1)
+		td_debug("nbd: connection %u: %s", c->index, nbd_get_error());
+	td_warnx("nbd: connection %u to '%s': %s; draining it: %u command(s) stay with the "
+		 "server and none is sent again before it answers or closes the connection",
+		 c->index, c->nb->uri, why, n);
+}
+
+/*
+ * Draining: poll the drained handle once. When every command of ours in it has an answer,
+ * or the server closed it, close it: the connection is down.
+ */
+static void conn_drain_step(struct td_nbd_conn *c)
+{
+	uint64_t ms = (uint64_t)((td_now_ns() - c->down_ns) / TD_NSEC_PER_MSEC);
+	bool closed = td_nbd_handle_dead(c->drain);
+	bool empty;
+
+	td_mutex_lock(&c->lock);
+	empty = td_list_empty(&c->draining);
+	td_mutex_unlock(&c->lock);
+	/*
+	 * The callbacks of the drained handle run only in the nbd_* calls this thread makes on
+	 * it, and the ready list was reaped before this call: nothing of it is left anywhere.
+	 * (A handle that died has failed what it had: the list is empty then too.)
+	 */
+	if (closed || empty) {
+		td_notice("nbd: connection %u to '%s' drained after %" PRIu64 " ms: %s", c->index,
+			  c->nb->uri, ms,
+			  closed ? "the server closed it" : "every command has its answer");
+		nbd_close(c->drain);
+		c->drain = NULL;
+		return;
+	}
+	conn_check_lost_limit(c, "draining");
+	conn_poll(c, c->drain, TD_MIN(c->nb->answer_limit_ms, (unsigned int)TD_NBD_ANSWER_CHECK_MS));
+}
+
+/* ---- down: connecting again ------------------------------------------------------------- */
+
+/*
+ * Down: close a dead ->h (libnbd has failed everything it had), connect again and send
+ * again what waits on the lost list. Returns once up, or when destroy asks the thread to
+ * stop.
  */
 static void conn_recover(struct td_nbd_conn *c)
 {
 	struct td_nbd_backend *nb = c->nb;
-	uint64_t since = td_now_ns();
 	unsigned int delay_ms = TD_NBD_RETRY_FIRST_MS;
 	unsigned int attempts = 0;
 	struct nbd_handle *old;
@@ -273,7 +389,6 @@ static void conn_recover(struct td_nbd_conn *c)
 	struct td_list lost;
 	char msg[256];
 	char last[256] = "";
-	char limit[32];
 	bool broken = false;
 	unsigned int n = 0;
 
@@ -282,15 +397,16 @@ static void conn_recover(struct td_nbd_conn *c)
 	c->h = NULL;
 	atomic_store_explicit(&c->up, false, memory_order_relaxed);
 	rwlock_unlock(&c->hlock);
-	if (old)
+	if (old) {
+		c->down_ns = td_now_ns();
 		nbd_close(old);
-	/* A live handle (ESHUTDOWN) was closed with commands in it: no callback will come. */
-	td_mutex_lock(&c->lock);
-	td_list_splice_init(&c->inflight, &c->lost);
-	td_mutex_unlock(&c->lock);
-	td_nbd_conn_reap(c, &broken);
-	if (old)
 		td_warnx("nbd: connection %u to '%s' lost; reconnecting", c->index, nb->uri);
+	}
+	/* Every command of the dead handle had its callback: the ready list has them all. */
+	td_nbd_conn_reap(c, &broken);
+	td_mutex_lock(&c->lock);
+	assert(td_list_empty(&c->inflight));
+	td_mutex_unlock(&c->lock);
 
 	for (;;) {
 		if (conn_sleep(c, attempts ? delay_ms : 0))
@@ -303,16 +419,7 @@ static void conn_recover(struct td_nbd_conn *c)
 			td_debug("nbd: connection %u to '%s': %s", c->index, nb->uri, msg);
 			snprintf(last, sizeof(last), "%s", msg);
 		}
-		if (td_now_ns() - since >= nb->lost_limit_ms * TD_NSEC_PER_MSEC) {
-			td_mutex_lock(&c->lock);
-			if (!c->failing)
-				td_err("nbd: '%s' unreachable for %s (%s): its operations fail "
-				       "until it is back", nb->uri,
-				       limit_text(nb->lost_limit_ms, limit, sizeof(limit)), msg);
-			c->failing = true;
-			td_mutex_unlock(&c->lock);
-			td_nbd_conn_fail_lost(c);
-		}
+		conn_check_lost_limit(c, msg);
 		if (attempts > 1)
 			delay_ms = TD_MIN(delay_ms * 2, (unsigned int)TD_NBD_RETRY_MAX_MS);
 	}
@@ -320,6 +427,7 @@ static void conn_recover(struct td_nbd_conn *c)
 	td_list_init(&lost);
 	rwlock_wrlock(&c->hlock);
 	c->h = h;
+	c->gen++;
 	atomic_store_explicit(&c->up, true, memory_order_relaxed);
 	td_mutex_lock(&c->lock);
 	c->failing = false;
@@ -338,7 +446,7 @@ static void conn_recover(struct td_nbd_conn *c)
 			td_nbd_op_finish(op, err);
 	}
 	td_notice("nbd: connection %u to '%s' back after %" PRIu64 " ms; %u operation(s) sent "
-		  "again", c->index, nb->uri, (uint64_t)((td_now_ns() - since) / TD_NSEC_PER_MSEC), n);
+		  "again", c->index, nb->uri, (uint64_t)((td_now_ns() - c->down_ns) / TD_NSEC_PER_MSEC), n);
 }
 
 /* ---- the loop --------------------------------------------------------------------------- */
@@ -369,17 +477,26 @@ void *td_nbd_conn_loop(void *arg)
 	td_thread_name(name);
 	while (!conn_stopping(c)) {
 		bool broken = false;
+		char why[64];
 		char limit[32];
 
 		td_nbd_conn_reap(c, &broken);
-		if (broken || td_nbd_handle_dead(c->h)) {
+		if (c->drain) {
+			conn_drain_step(c);
+			continue;
+		}
+		if (td_nbd_handle_dead(c->h)) {
 			conn_recover(c);
 			continue;
 		}
+		if (broken) {
+			conn_drain_start(c, "the server is shutting down (ESHUTDOWN)");
+			continue;
+		}
 		if (conn_oldest_ns(c) >= nb->answer_limit_ms * TD_NSEC_PER_MSEC) {
-			td_warnx("nbd: connection %u to '%s': no answer for %s", c->index, nb->uri,
+			snprintf(why, sizeof(why), "no answer for %s",
 				 limit_text(nb->answer_limit_ms, limit, sizeof(limit)));
-			conn_recover(c);
+			conn_drain_start(c, why);
 			continue;
 		}
 		/* Never asleep for good: a command may be in flight since before this poll. */

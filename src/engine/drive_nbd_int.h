@@ -7,23 +7,25 @@
  *                     the ops table: submit and destroy;
  *   drive_nbd_op.c    operations: sending an operation's commands, libnbd's completion
  *                     callback, and what the loop thread does with a finished command;
- *   drive_nbd_conn.c  a connection's loop thread: polling, taking a lost or silent server
- *                     for lost, reconnecting.
+ *   drive_nbd_conn.c  a connection's state machine (up, draining, down) and its loop
+ *                     thread: polling, draining, reconnecting.
  *
  * The design and its invariants are at the top of drive_nbd_op.c (an operation's life) and
- * drive_nbd_conn.c (a lost server).
+ * drive_nbd_conn.c (a connection's states, and why a command without an answer is never
+ * sent again before its connection's fate is known).
  *
  * An operation (struct td_nbd_op, one per accepted td_backend_io) belongs to one connection
  * for its whole life. It is freed by td_nbd_op_finish(), which calls io->done.
  *
  * LOCKING, per connection, in this order:
- *   hlock (rwlock)   read: a thread using ->h; write: the loop thread replacing or
- *                    closing it. Held across nbd_aio_* calls on ->h.
+ *   hlock (rwlock)   read: a thread using ->h; write: the loop thread installing or
+ *                    taking away ->h (and ->gen). Held across nbd_aio_* calls on ->h.
  *   libnbd's handle lock, inside every nbd_* call and the completion callbacks.
- *   lock             the three lists, ->failing and ->stop. Never held across an nbd_*
+ *   lock             the four lists, ->failing and ->stop. Never held across an nbd_*
  *                    call (the callback takes it with the handle lock held) nor across
  *                    io->done.
- * The backend's lock (outstanding operations) is a leaf.
+ * ->drain, ->drain_gen and ->down_ns belong to the loop thread (and to destroy, once the
+ * thread has been joined). The backend's lock (outstanding operations) is a leaf.
  */
 #ifndef TAGDISK_DRIVE_NBD_INT_H
 #define TAGDISK_DRIVE_NBD_INT_H
@@ -41,19 +43,20 @@
 
 #define TD_NBD_MAX_CONNECTIONS 16
 /*
- * How long a lost server may stay away before its operations fail with -EIO. Default;
+ * A command unanswered this long: the connection takes no more commands and is drained
+ * (drive_nbd_conn.c). Default; TAGDISK_NBD_ANSWER_LIMIT_MS overrides it (tagdiskd(8)).
+ */
+#define TD_NBD_ANSWER_LIMIT_MS 60000
+/*
+ * A connection not taking commands (draining, or down) this long: the operations waiting
+ * for it fail with -EIO, and new ones at once, until it is back. Default;
  * TAGDISK_NBD_LOST_LIMIT_MS overrides it (tagdiskd(8)).
  */
 #define TD_NBD_LOST_LIMIT_MS 60000
-/*
- * A command unanswered this long: the server is hung, its connection is treated as lost.
- * Default; TAGDISK_NBD_ANSWER_LIMIT_MS overrides it (tagdiskd(8)).
- */
-#define TD_NBD_ANSWER_LIMIT_MS 60000
 /* The range both variables accept, in milliseconds. */
 #define TD_NBD_LIMIT_MIN_MS 100
 #define TD_NBD_LIMIT_MAX_MS 3600000
-/* How often the loop thread looks for such a command (at most; it wakes this often). */
+/* How often the loop thread looks for an unanswered command (at most; it wakes this often). */
 #define TD_NBD_ANSWER_CHECK_MS 1000
 /* Reconnection attempts: one at once, the next this much later, then twice as long each time. */
 #define TD_NBD_RETRY_FIRST_MS 100
@@ -86,14 +89,19 @@ struct td_nbd_conn {
 	pthread_t thread;		/* the loop thread */
 	int efd;			/* immutable: wakes the loop thread */
 	pthread_rwlock_t hlock;		/* see LOCKING */
-	struct nbd_handle *h;		/* hlock; NULL while the connection is down */
+	struct nbd_handle *h;		/* hlock: the handle taking commands; NULL unless up */
+	unsigned int gen;		/* hlock: h's number (every new handle gets the next) */
 	atomic_bool up;			/* a hint for choosing a connection: h != NULL */
 	struct td_mutex lock;
 	struct td_list inflight;	/* lock: td_nbd_op with a command in h */
+	struct td_list draining;	/* lock: td_nbd_op with a command in drain */
 	struct td_list ready;		/* lock: td_nbd_op whose command's callback ran */
 	struct td_list lost;		/* lock: td_nbd_op waiting for the connection */
-	bool failing;			/* lock: down for lost_limit_ms: new ones fail */
+	bool failing;			/* lock: not taking commands for lost_limit_ms */
 	bool stop;			/* lock: destroy: nothing is outstanding, exit */
+	struct nbd_handle *drain;	/* loop thread: the handle being drained, or NULL */
+	unsigned int drain_gen;		/* loop thread: drain's number */
+	uint64_t down_ns;		/* loop thread: when the connection stopped taking commands */
 };
 
 struct td_nbd_backend {
@@ -123,6 +131,7 @@ struct td_nbd_op {
 	uint64_t piece;		/* bytes of the command in flight; 0 for a flush */
 	bool flushing;		/* in the flush after a FUA write (no FUA on the server) */
 	bool used_no_hole;	/* the command in flight asked NO_HOLE */
+	unsigned int gen;	/* conn->lock: the handle the command in flight went to */
 	uint64_t sent_ns;	/* conn->lock: when the command in flight went to libnbd */
 	int err;		/* conn->lock: the command's result, a positive errno */
 };
@@ -139,15 +148,15 @@ static inline bool td_nbd_handle_dead(struct nbd_handle *h)
  * Send @op's next command on @c (the loop thread, or a submitter), or park @op on the lost
  * list while @c takes no commands. No lock held; @op is on no list.
  * Return: 0 (sent or parked: the loop thread or the callback has it now), or a negative
- * errno with which the caller finishes @op (-EIO: @c has been down for lost_limit_ms;
- * a refusal of libnbd's).
+ * errno with which the caller finishes @op (-EIO: @c has not been taking commands for
+ * lost_limit_ms; a refusal of libnbd's).
  */
 int td_nbd_conn_send(struct td_nbd_conn *c, struct td_nbd_op *op) td_nonnull(1, 2);
 
 /*
  * Loop thread: take @c's ready list and finish each operation, send its next command or
- * park it on the lost list for sending again. *@broken becomes true when a command failed
- * without a result (the server went away, or is going: ->h is to be replaced).
+ * park it on the lost list for sending again. *@broken becomes true when the server
+ * answered a command of ->h with ESHUTDOWN (it is going away: ->h is to be drained).
  */
 void td_nbd_conn_reap(struct td_nbd_conn *c, bool *broken) td_nonnull(1, 2);
 

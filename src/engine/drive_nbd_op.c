@@ -29,22 +29,24 @@
  *
  * Where an operation is, under its connection's lock:
  *
- *   inflight  a command of it is in libnbd; the completion callback will run
+ *   inflight  a command of it is in the handle taking commands (conn->h)
+ *   draining  a command of it is in the handle being drained (conn->drain)
  *   ready     the callback ran; the loop thread has not looked at it yet
  *   lost      waiting for the connection to take commands again
  *   (none)    a thread is sending its next command or completing it
  *
- * A command that failed without a result (ENOTCONN or ESHUTDOWN, or any
- * failure on a dead handle) is not a result: the operation goes to the lost
- * list and the command is sent again once the connection is back (see
- * drive_nbd_conn.c).
+ * A command that failed without a result (ENOTCONN: libnbd gave up on it as
+ * its connection died; ESHUTDOWN: the server is going away; any failure on a
+ * handle that is dead or gone) is not a result: the operation goes to the
+ * lost list and the command is sent again once the connection is back. By
+ * then the server can no longer be executing the first send (see "The fate
+ * of a command" in drive_nbd_conn.c: a handle is only ever given up once the
+ * server has answered or closed it).
  *
  * Each operation completes exactly once: it is on at most one list, the
- * callback moves it from inflight to ready, a handle is closed only after
- * its commands' callbacks ran (dead handle) or with the operations still on
- * inflight moved to lost (live handle: nbd_close() calls no completion
- * callback), and only the thread that took an operation off a list sends or
- * completes it. The operation is known
+ * callback moves it from inflight or draining to ready, a handle is closed
+ * only after the callbacks of all its commands ran, and only the thread that
+ * took an operation off a list sends or completes it. The operation is known
  * by the callback's user_data, not by libnbd's cookie: the cookie is returned
  * after the command may already have completed and been freed, so it could
  * not be stored without another lock round trip per command, and nothing
@@ -163,6 +165,7 @@ int td_nbd_conn_send(struct td_nbd_conn *c, struct td_nbd_op *op)
 		rwlock_unlock(&c->hlock);
 		return err;
 	}
+	op->gen = c->gen;
 	op->sent_ns = td_now_ns();
 	td_list_add_tail(&op->link, &c->inflight);
 	td_mutex_unlock(&c->lock);
@@ -194,6 +197,16 @@ int td_nbd_conn_send(struct td_nbd_conn *c, struct td_nbd_op *op)
 }
 
 /* ---- the loop thread's side ------------------------------------------------------------- */
+
+/* Return: the handle @op's command went to, if it is still open, else NULL. Loop thread. */
+static struct nbd_handle *op_handle(const struct td_nbd_conn *c, const struct td_nbd_op *op)
+{
+	if (c->h && op->gen == c->gen)
+		return c->h;
+	if (c->drain && op->gen == c->drain_gen)
+		return c->drain;
+	return NULL;
+}
 
 /* Park @op on the lost list: its command is to be sent again once the connection is back. */
 static void op_park(struct td_nbd_conn *c, struct td_nbd_op *op)
@@ -240,24 +253,22 @@ static int op_answered(struct td_nbd_conn *c, struct td_nbd_op *op)
 void td_nbd_conn_reap(struct td_nbd_conn *c, bool *broken)
 {
 	struct td_list ready;
-	bool dead;
 
 	td_list_init(&ready);
 	td_mutex_lock(&c->lock);
 	td_list_splice_init(&c->ready, &ready);
 	td_mutex_unlock(&c->lock);
-	if (td_list_empty(&ready))
-		return;
-	dead = td_nbd_handle_dead(c->h);
 
 	while (!td_list_empty(&ready)) {
 		struct td_nbd_op *op = td_list_first_entry(&ready, struct td_nbd_op, link);
+		struct nbd_handle *h = op_handle(c, op);
 		int err;
 
 		td_list_del(&op->link);
-		if (op->err == ENOTCONN || op->err == ESHUTDOWN || (op->err && dead)) {
+		if (op->err == ENOTCONN || op->err == ESHUTDOWN || (op->err && td_nbd_handle_dead(h))) {
 			/* No result: the server went away (ESHUTDOWN: is going). Send it again. */
-			*broken = true;
+			if (h && h == c->h && !td_nbd_handle_dead(h))
+				*broken = true;
 			op_park(c, op);
 			continue;
 		}
