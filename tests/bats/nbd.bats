@@ -5,7 +5,9 @@
 # served file must then hold what the disk file shows; ext4 on a loop device
 # over the disk file stays clean; neither fio nor the drive sees an error when
 # nbdkit is killed and started again under load, or when the drive is reset
-# several times a second. The work is counted, not timed.
+# several times a second; and a write the server holds past the backend's
+# answer limit still lands before a newer write to the same sectors. The work
+# is counted, not timed.
 #
 # Without nbdkit every test skips with one line starting "NBD:"; with CI=true
 # the runner counts that skip as a failure (tests/deps.sh installs nbdkit).
@@ -216,6 +218,68 @@ writes_at_least() {
 	echo "# $sent writes went stale at the reset; fio verify passed" >&3
 	[ "$(td_status errors)" -eq 0 ]
 	same_bytes
+	stop_tagdiskd
+}
+
+# bg_dd NAME FILE SEEK: one 4 KiB O_DIRECT write of FILE at block SEEK of the disk, in the
+# background; its exit status goes to $TD_DIR/NAME.rc, its messages to $TD_DIR/NAME.err.
+bg_dd() {
+	(
+		rc=0
+		dd if="$2" of="$TD_DISK" bs=4k seek="$3" count=1 oflag=direct conv=notrunc \
+			status=none 2>"$TD_DIR/$1.err" || rc=$?
+		echo "$rc" >"$TD_DIR/$1.rc"
+	) 3>&- &
+	BG_PIDS="$BG_PIDS $!"
+}
+
+# dd_done NAME: the background write NAME has ended.
+dd_done() {
+	[ -s "$TD_DIR/$1.rc" ]
+}
+
+# newer_settled: the newer write has ended, or the backend is draining the silent connection.
+newer_settled() {
+	dd_done newer || grep -q 'draining it' "$TD_LOG"
+}
+
+@test "a write the server holds past the answer limit is not sent again: it lands before a newer write to the same sectors" {
+	# The old write fails at once (its command times out, no retry) but stays with the
+	# server; the newer one, with no timeout left, must wait for it behind the fence.
+	head -c 4096 /dev/urandom >"$TD_DIR/old"
+	printf HOLD | dd of="$TD_DIR/old" conv=notrunc status=none
+	head -c 4096 /dev/urandom >"$TD_DIR/newer"
+	printf NEWW | dd of="$TD_DIR/newer" conv=notrunc status=none
+	start_nbdkit_holding
+	NBD_DRIVE_INI=$'command_timeout_ms = 1000\nmax_retries = 0'
+	TAGDISK_NBD_ANSWER_LIMIT_MS=2000 start_nbd_daemon 1
+
+	bg_dd old "$TD_DIR/old" 256
+	td_wait_for 60 "the server to hold the old write" test -d "$TD_DIR/hold/held"
+	td_wait_for 60 "the old write to time out" dd_done old
+	[ "$(cat "$TD_DIR/old.rc")" -ne 0 ]
+	grep -q 'Input/output error' "$TD_DIR/old.err"
+	[ "$(td_status stale_ops)" -eq 1 ]
+	NBD_DRIVE_INI=$'command_timeout_ms = 0\nmax_retries = 0'
+	nbd_write_ini 1
+	kill -HUP "$TD_PID"
+	td_wait_until 60 grep -q 'reload: command_timeout_ms 0' "$TD_LOG"
+
+	bg_dd newer "$TD_DIR/newer" 256
+	td_wait_for 60 "the backend to give up waiting for an answer" \
+		grep -q 'no answer for 2 s' "$TD_LOG"
+	td_wait_for 120 "the newer write to end, or the backend to drain" newer_settled
+	nbd_release
+	td_wait_for 60 "the newer write to end" dd_done newer
+	echo "server's writes: $(tr '\n' ' ' <"$TD_DIR/hold/pwrites")" >&2
+	grep . "$TD_DIR/newer.err" >&2 || true
+	[ "$(cat "$TD_DIR/newer.rc")" -eq 0 ]
+	# The served file ends with the newer data, and the old write reached it once, first.
+	cmp "$TD_DIR/newer" <(dd if="$NBD_IMG" bs=4k skip=256 count=1 status=none)
+	[ "$(cat "$TD_DIR/hold/pwrites")" = "1048576 HOLD
+1048576 NEWW" ]
+	grep -q 'drained after' "$TD_LOG"
+	[ "$(td_status stale_ops)" -eq 0 ]
 	stop_tagdiskd
 }
 

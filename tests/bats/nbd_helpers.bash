@@ -6,9 +6,14 @@
 #   nbd_teardown          in teardown(): background jobs, then the daemon (td_teardown), then
 #                         the server
 #   start_nbdkit          serve $NBD_IMG on $NBD_SOCK; wait until the socket accepts
+#   start_nbdkit_holding  the same through a shell plugin that holds the first write whose
+#                         data starts with HOLD until the test lets it go (nbd_release)
 #   stop_nbdkit [SIGNAL]  stop the server (KILL by default) and reap it
 #   start_nbd_daemon CONNECTIONS [TAGDISKD_OPTIONS...]
-#                         tagdiskd on the export ([drive] backend = nbd in a config file)
+#                         tagdiskd on the export ([drive] backend = nbd in a config file,
+#                         with the lines of $NBD_DRIVE_INI added to [drive])
+#   nbd_write_ini CONNECTIONS
+#                         write that config file again (to change it for a SIGHUP)
 #   same_bytes            the disk file and the served file are the same bytes
 
 nbd_setup() {
@@ -18,6 +23,7 @@ nbd_setup() {
 	NBD_SOCK=$TD_DIR/nbd.sock
 	NBD_URI="nbd+unix:///?socket=$NBD_SOCK"
 	NBD_PID=
+	NBD_DRIVE_INI=
 	BG_PIDS=
 	truncate -s 256M "$NBD_IMG"
 }
@@ -39,6 +45,50 @@ start_nbdkit() {
 	nbdkit -f -U "$NBD_SOCK" file "$NBD_IMG" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
 	NBD_PID=$!
 	td_wait_for 60 "nbdkit to accept connections on $NBD_SOCK" nbd_accepts
+}
+
+# start_nbdkit_holding: like start_nbdkit, through nbdkit's shell plugin. The first write whose
+# data starts with "HOLD" is held: the plugin makes $TD_DIR/hold/held, and writes it only once
+# $TD_DIR/hold/release exists (nbd_release). Each write that reached the served file is a line
+# "OFFSET FIRST-4-BYTES" of $TD_DIR/hold/pwrites, in that order.
+start_nbdkit_holding() {
+	mkdir -p "$TD_DIR/hold"
+	cat >"$TD_DIR/hold.sh" <<EOF
+#!/bin/bash
+img='$NBD_IMG'
+dir='$TD_DIR/hold'
+EOF
+	cat >>"$TD_DIR/hold.sh" <<'EOF'
+case "$1" in
+thread_model) echo parallel ;;
+get_size) stat -L -c %s "$img" ;;
+can_write | can_flush | can_multi_conn) ;;
+pread) exec dd if="$img" iflag=skip_bytes,count_bytes skip="$4" count="$3" status=none ;;
+pwrite)
+	tmp=$(mktemp "$dir/w.XXXXXX") || exit 1
+	cat >"$tmp"
+	if [ "$(head -c 4 "$tmp")" = HOLD ] && mkdir "$dir/held" 2>/dev/null; then
+		# A stalled disk under the server: it lets go when told to, or when nbdkit is gone.
+		while [ ! -e "$dir/release" ] && kill -0 $PPID 2>/dev/null; do sleep 0.01; done
+	fi
+	dd if="$tmp" of="$img" oflag=seek_bytes conv=notrunc seek="$4" status=none || exit 1
+	echo "$4 $(head -c 4 "$tmp")" >>"$dir/pwrites"
+	rm -f "$tmp"
+	;;
+flush) ;;
+*) exit 2 ;;
+esac
+EOF
+	chmod +x "$TD_DIR/hold.sh"
+	rm -f "$NBD_SOCK"
+	nbdkit -f -U "$NBD_SOCK" sh "$TD_DIR/hold.sh" >>"$TD_DIR/nbdkit.log" 2>&1 3>&- &
+	NBD_PID=$!
+	td_wait_for 60 "nbdkit to accept connections on $NBD_SOCK" nbd_accepts
+}
+
+# nbd_release: let the held write go.
+nbd_release() {
+	touch "$TD_DIR/hold/release"
 }
 
 nbd_accepts() {
@@ -63,16 +113,22 @@ stop_nbdkit() {
 start_nbd_daemon() {
 	local conns=$1
 	shift
-	cat >"$TD_DIR/nbd.ini" <<EOF
-[drive]
-backend = nbd
-[nbd]
-uri = $NBD_URI
-connections = $conns
-EOF
+	nbd_write_ini "$conns"
 	start_tagdiskd -c "$TD_DIR/nbd.ini" "$@"
 	[ "$(td_status backend)" = nbd ]
 	[ "$(td_status size)" -eq $((256 * 1024 * 1024)) ]
+}
+
+# nbd_write_ini CONNECTIONS: the daemon's config file, $TD_DIR/nbd.ini.
+nbd_write_ini() {
+	cat >"$TD_DIR/nbd.ini" <<EOF
+[drive]
+backend = nbd
+$NBD_DRIVE_INI
+[nbd]
+uri = $NBD_URI
+connections = $1
+EOF
 }
 
 # The disk file and the served file are the same bytes.

@@ -4,11 +4,14 @@
  *
  * Each test starts its own nbdkit (memory or file plugin, with filters that
  * take away FUA, write zeroes or multi-conn, log the commands, fail writes or
- * slow them down) in the foreground on a Unix socket in a temporary
- * directory, and kills it at the end. Data is checked byte for byte, through
- * submit with many operations outstanding from two threads and through
- * td_backend_read()/td_backend_write(). Without nbdkit every test that needs
- * it skips, after one line saying so.
+ * slow them down; or a shell plugin that holds one write until the test
+ * lets it go) in the foreground on a Unix socket in a temporary directory,
+ * and kills it at the end. Data is checked byte for byte, through submit
+ * with many operations outstanding from two threads and through
+ * td_backend_read()/td_backend_write(). The backend's log lines go to a file
+ * of the test's (copied to stderr at the end), so that a test can wait for
+ * what the backend says it did. Without nbdkit every test that needs it
+ * skips, after one line saying so.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +45,8 @@ struct server {
 	char uri[192];
 	char log[128];	/* the log filter's file, when a test asks for it */
 	char image[128]; /* the file plugin's file */
+	char blog[128];	/* the backend's log lines (stderr), while captured */
+	int saved_stderr; /* -1 unless stderr is going to blog */
 	pid_t pid;
 };
 
@@ -84,6 +89,8 @@ static void server_init(struct server *s)
 	snprintf(s->uri, sizeof(s->uri), "nbd+unix:///?socket=%s", s->sock);
 	snprintf(s->log, sizeof(s->log), "%s/commands.log", s->dir);
 	snprintf(s->image, sizeof(s->image), "%s/image", s->dir);
+	snprintf(s->blog, sizeof(s->blog), "%s/backend.log", s->dir);
+	s->saved_stderr = -1;
 }
 
 /*
@@ -146,10 +153,86 @@ static void server_kill(struct server *s, int sig)
 	}
 }
 
+/* From now on the backend's log lines (stderr) go to s->blog too. */
+static void log_capture(struct server *s)
+{
+	int fd = open(s->blog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	fflush(stderr);
+	s->saved_stderr = dup(2);
+	assert_true(s->saved_stderr >= 0);
+	assert_int_equal(dup2(fd, 2), 2);
+	close(fd);
+}
+
+/* Give stderr back, and copy what was captured to it. */
+static void log_release(struct server *s)
+{
+	char line[1024];
+	FILE *f;
+
+	if (s->saved_stderr < 0)
+		return;
+	fflush(stderr);
+	dup2(s->saved_stderr, 2);
+	close(s->saved_stderr);
+	s->saved_stderr = -1;
+	f = fopen(s->blog, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	fclose(f);
+}
+
+/* Return: true when the captured log has a line containing @needle. */
+static bool log_has(const struct server *s, const char *needle)
+{
+	FILE *f = fopen(s->blog, "r");
+	char line[1024];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Wait until the captured log has a line containing @needle; fail after WAIT_MS. */
+static void wait_log(const struct server *s, const char *needle)
+{
+	uint64_t deadline = mono_ns() + WAIT_MS * 1000000ULL;
+
+	while (!log_has(s, needle)) {
+		if (mono_ns() > deadline)
+			fail_msg("no log line with '%s' within %d ms (see the log below)", needle,
+				 WAIT_MS);
+		sleep_ms(5);
+	}
+}
+
+/* Wait until the file DIR/@name exists; fail after WAIT_MS. */
+static void wait_path(const struct server *s, const char *name)
+{
+	uint64_t deadline = mono_ns() + WAIT_MS * 1000000ULL;
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+	while (access(path, F_OK)) {
+		if (mono_ns() > deadline)
+			fail_msg("%s did not appear within %d ms", path, WAIT_MS);
+		sleep_ms(5);
+	}
+}
+
 static void server_cleanup(struct server *s)
 {
 	char cmd[128];
 
+	log_release(s);
 	server_kill(s, SIGKILL);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
 	if (system(cmd) != 0)
@@ -853,6 +936,262 @@ static void test_nbd_destroy_returns_while_the_server_is_away(void **state)
 	backend_close(&be);
 }
 
+/* ---- a server that holds one write ------------------------------------------------------ */
+
+static const char hold_plugin[] =
+	"#!/bin/bash\n"
+	"# Serves DIR/image. Holds the first write whose data starts with HOLD: makes\n"
+	"# DIR/held, waits for DIR/release (or for nbdkit to go), then writes. Each write\n"
+	"# that reached the image is a line 'OFFSET FIRST-4-BYTES' of DIR/pwrites.\n"
+	"dir='%s'\n"
+	"case \"$1\" in\n"
+	"thread_model) echo parallel ;;\n"
+	"get_size) stat -L -c %%s \"$dir/image\" ;;\n"
+	"can_write|can_flush|can_multi_conn) ;;\n"
+	"pread) exec dd if=\"$dir/image\" iflag=skip_bytes,count_bytes skip=\"$4\" count=\"$3\" "
+	"status=none ;;\n"
+	"pwrite)\n"
+	"\ttmp=$(mktemp \"$dir/w.XXXXXX\") || exit 1\n"
+	"\tcat >\"$tmp\"\n"
+	"\tif [ \"$(head -c 4 \"$tmp\")\" = HOLD ] && mkdir \"$dir/held\" 2>/dev/null; then\n"
+	"\t\twhile [ ! -e \"$dir/release\" ] && kill -0 $PPID 2>/dev/null; do sleep 0.01; done\n"
+	"\tfi\n"
+	"\tdd if=\"$tmp\" of=\"$dir/image\" oflag=seek_bytes conv=notrunc seek=\"$4\" "
+	"status=none || exit 1\n"
+	"\techo \"$4 $(head -c 4 \"$tmp\")\" >>\"$dir/pwrites\"\n"
+	"\trm -f \"$tmp\" ;;\n"
+	"flush) ;;\n"
+	"*) exit 2 ;;\n"
+	"esac\n";
+
+/* Serve a 64 MiB s->image through hold_plugin. */
+static void server_start_holding(struct server *s)
+{
+	char script[160];
+	FILE *f;
+	int fd;
+
+	fd = open(s->image, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)DISK), 0);
+	close(fd);
+	snprintf(script, sizeof(script), "%s/hold.sh", s->dir);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	fprintf(f, hold_plugin, s->dir);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(script, 0755), 0);
+	server_start(s, "sh", script);
+}
+
+/* Let the held write go. */
+static void server_release(const struct server *s)
+{
+	char path[192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/release", s->dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+}
+
+/* Return: the lines of DIR/pwrites, joined with '|' into @buf. */
+static const char *server_pwrites(const struct server *s, char *buf, size_t len)
+{
+	char path[192];
+	char line[128];
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/pwrites", s->dir);
+	buf[0] = '\0';
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	while (fgets(line, sizeof(line), f) && n < len) {
+		line[strcspn(line, "\n")] = '\0';
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "|" : "", line);
+	}
+	fclose(f);
+	return buf;
+}
+
+/* A 4 KiB write of @tag (4 bytes) and then @seed's bytes, at @off, through submit. */
+static void submit_tagged_write(const struct td_backend *be, struct tio *t, uint8_t *buf,
+				uint64_t off, const char *tag, uint64_t seed, struct done *d)
+{
+	fill_random(buf, 4096, seed);
+	memcpy(buf, tag, 4);
+	*t = (struct tio){ .d = d };
+	t->io = (struct td_backend_io){ .op = TD_OP_WRITE, .off = off, .len = 4096, .buf = buf,
+					.done = tio_done };
+	assert_int_equal(be->ops->submit(be->priv, &t->io), 0);
+}
+
+/*
+ * The server holds a write past the answer limit. The backend gives up on the connection,
+ * but neither sends the write again nor completes it while the server may still execute
+ * it: the first send lands, answered, and a newer write to the same place, submitted
+ * meanwhile, lands after it.
+ */
+static void test_nbd_a_write_held_past_the_answer_limit_is_not_sent_again_nor_done(void **state)
+{
+	struct server *s = *state;
+	uint8_t *bufs = xmalloc(3 * 4096);
+	uint8_t got[4096];
+	char pw[256];
+	struct td_backend be;
+	struct tio t[3];
+	struct done d;
+	uint64_t deadline;
+	int fd;
+
+	NEED_NBDKIT();
+	done_init(&d);
+	server_start_holding(s);
+	log_capture(s);
+	setenv("TAGDISK_NBD_ANSWER_LIMIT_MS", "500", 1);
+	open_ok(&be, s, 1);
+	unsetenv("TAGDISK_NBD_ANSWER_LIMIT_MS");
+
+	submit_tagged_write(&be, &t[0], bufs, 1U << 20, "HOLD", 61, &d);
+	wait_path(s, "held");
+	wait_log(s, "no answer for 500 ms");
+	/* What the backend does next: send it again (and complete it), or drain. */
+	deadline = mono_ns() + WAIT_MS * 1000000ULL;
+	while (!done_count(&d) && !log_has(s, "draining it")) {
+		if (mono_ns() > deadline)
+			fail_msg("neither completed nor drained within %d ms", WAIT_MS);
+		sleep_ms(5);
+	}
+	if (done_count(&d))
+		fail_msg("the write completed (error %d) while its first send was still held by "
+			 "the server; the server's writes so far: %s", t[0].err,
+			 server_pwrites(s, pw, sizeof(pw)));
+
+	/* A newer write to the same place, and one elsewhere: they wait for the connection. */
+	submit_tagged_write(&be, &t[1], bufs + 4096, 1U << 20, "NEWW", 62, &d);
+	submit_tagged_write(&be, &t[2], bufs + 8192, 2U << 20, "ELSE", 63, &d);
+	server_release(s);
+	if (!done_wait(&d, 3, WAIT_MS))
+		fail_msg("%u of 3 writes done", done_count(&d));
+	for (unsigned int i = 0; i < 3; i++) {
+		assert_int_equal(atomic_load(&t[i].calls), 1);
+		assert_int_equal(t[i].err, 0);
+	}
+	/* The held write reached the image once, before the newer one. */
+	server_pwrites(s, pw, sizeof(pw));
+	if (strncmp(pw, "1048576 HOLD|", 13) || strstr(pw + 13, "HOLD") ||
+	    !strstr(pw, "1048576 NEWW") || !strstr(pw, "2097152 ELSE"))
+		fail_msg("the server's writes, in order: %s", pw);
+	fd = open(s->image, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, got, sizeof(got), 1 << 20), sizeof(got));
+	assert_memory_equal(got, bufs + 4096, sizeof(got));
+	close(fd);
+	wait_log(s, "drained after");
+	wait_log(s, "back after");
+	backend_close(&be);
+	done_destroy(&d);
+	free(bufs);
+}
+
+/*
+ * A server stopped with writes in flight: the connection is drained; killed meanwhile, it
+ * closes the drained connection, which ends the drain, and the writes go again to the
+ * server started in its place.
+ */
+static void test_nbd_a_drained_connection_closed_by_the_server_sends_its_writes_again(
+	void **state)
+{
+	struct server *s = *state;
+	uint8_t *bufs = xmalloc(8 * 4096);
+	uint8_t *got = xmalloc(8 * 4096);
+	char filearg[160];
+	struct td_backend be;
+	struct tio t[8];
+	struct done d;
+	int status;
+	int fd;
+
+	NEED_NBDKIT();
+	done_init(&d);
+	fd = open(s->image, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)DISK), 0);
+	snprintf(filearg, sizeof(filearg), "file=%s", s->image);
+	server_start(s, "file", filearg);
+	log_capture(s);
+	setenv("TAGDISK_NBD_ANSWER_LIMIT_MS", "500", 1);
+	open_ok(&be, s, 1);
+	unsetenv("TAGDISK_NBD_ANSWER_LIMIT_MS");
+
+	/* Stopped for good before the writes: none of them can be answered. */
+	assert_int_equal(kill(s->pid, SIGSTOP), 0);
+	assert_int_equal(waitpid(s->pid, &status, WUNTRACED), s->pid);
+	assert_true(WIFSTOPPED(status));
+	for (unsigned int i = 0; i < 8; i++)
+		submit_tagged_write(&be, &t[i], bufs + i * 4096, (5ULL << 20) + i * 4096, "DATA",
+				    70 + i, &d);
+	wait_log(s, "draining it: 8 command(s)");
+	assert_int_equal(done_count(&d), 0);
+	server_kill(s, SIGKILL);
+	wait_log(s, "drained after");
+	server_start(s, "file", filearg);
+	if (!done_wait(&d, 8, WAIT_MS))
+		fail_msg("%u of 8 writes done", done_count(&d));
+	for (unsigned int i = 0; i < 8; i++) {
+		assert_int_equal(atomic_load(&t[i].calls), 1);
+		assert_int_equal(t[i].err, 0);
+	}
+	assert_int_equal(pread(fd, got, 8 * 4096, 5LL << 20), 8 * 4096);
+	assert_memory_equal(got, bufs, 8 * 4096);
+	backend_close(&be);
+	done_destroy(&d);
+	close(fd);
+	free(bufs);
+	free(got);
+}
+
+struct bad_limit {
+	const char *name;
+	const char *var;
+	const char *value;
+};
+
+static const struct bad_limit bad_limits[] = {
+	{ "test_nbd_open_refuses_an_answer_limit_that_is_not_a_number",
+	  "TAGDISK_NBD_ANSWER_LIMIT_MS", "5s" },
+	{ "test_nbd_open_refuses_an_empty_answer_limit", "TAGDISK_NBD_ANSWER_LIMIT_MS", "" },
+	{ "test_nbd_open_refuses_a_negative_lost_limit", "TAGDISK_NBD_LOST_LIMIT_MS", "-1000" },
+	{ "test_nbd_open_refuses_a_lost_limit_under_100_ms", "TAGDISK_NBD_LOST_LIMIT_MS", "99" },
+	{ "test_nbd_open_refuses_a_lost_limit_over_an_hour", "TAGDISK_NBD_LOST_LIMIT_MS",
+	  "3600001" },
+};
+
+/* A bad limit in the environment: the open fails before connecting, naming the variable. */
+static void test_bad_limit(void **state)
+{
+	const struct bad_limit *b = *state;
+	struct td_nbd_params p = { .uri = "nbd+unix:///?socket=/nonexistent/td-nbd.sock",
+				   .connections = 1 };
+	struct td_backend be = { 0 };
+	char want[128];
+	char msg[256] = "";
+	uint64_t size = 0;
+	int err;
+
+	setenv(b->var, b->value, 1);
+	err = td_backend_nbd_open(&be, &p, false, &size, msg, sizeof(msg));
+	unsetenv(b->var);
+	assert_int_equal(err, -EINVAL);
+	snprintf(want, sizeof(want), "%s='%s'", b->var, b->value);
+	if (!strstr(msg, want) || !strstr(msg, "100 to 3600000"))
+		fail_msg("message '%s' lacks '%s' or the range", msg, want);
+	assert_null(be.ops);
+}
+
 int main(void)
 {
 	struct test_list l = { 0 };
@@ -863,6 +1202,7 @@ int main(void)
 	/* A killed server must not kill us through a write on its socket. */
 	signal(SIGPIPE, SIG_IGN);
 	TL_ADD_TABLE(&l, test_bad_open, NULL, NULL, bad_opens);
+	TL_ADD_TABLE(&l, test_bad_limit, NULL, NULL, bad_limits);
 #define T(fn) test_list_add(&l, #fn, fn, setup_server, teardown_server, NULL)
 	T(test_nbd_writes_and_reads_exact_with_many_outstanding_from_two_threads);
 	T(test_nbd_reads_past_the_end_read_zeroes_and_writes_fail);
@@ -879,6 +1219,8 @@ int main(void)
 	T(test_nbd_reconnects_and_sends_again_after_the_server_is_killed);
 	T(test_nbd_reconnects_and_sends_again_after_the_server_is_stopped);
 	T(test_nbd_destroy_returns_while_the_server_is_away);
+	T(test_nbd_a_write_held_past_the_answer_limit_is_not_sent_again_nor_done);
+	T(test_nbd_a_drained_connection_closed_by_the_server_sends_its_writes_again);
 #undef T
 	return test_list_run(&l);
 }
