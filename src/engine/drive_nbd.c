@@ -282,7 +282,7 @@ static struct td_nbd_backend *nbd_alloc(const struct td_nbd_params *p, bool read
 		c->nb = nb;
 		c->index = i;
 		c->efd = -1;
-		/* Writers first: the loop thread replacing a handle must not wait on a stream of submitters. */
+		/* Writers first: taking a handle away must not wait on a stream of submitters. */
 		pthread_rwlockattr_init(&attr);
 		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 		if (pthread_rwlock_init(&c->hlock, &attr))

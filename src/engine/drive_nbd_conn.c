@@ -40,10 +40,14 @@
  * sent again; until then the operations stay outstanding, however long that
  * is. No other guarantee exists: a flush on a new connection does not order
  * against another connection's writes in flight, and there is no way to
- * cancel a command. A handle the server closed without being asked (killed,
- * or shutting down: NBD asks a server to finish its requests in flight
- * first) is trusted the same way. A connection broken between two live
- * hosts (a network reset) cannot be told from that, and is trusted too.
+ * cancel a command. Reads and flushes wait in the drained handle too:
+ * libnbd holds their buffers until it calls back (sending them again is
+ * harmless anyway: a read changes nothing, and a flush only promises the
+ * writes completed before it). A handle the server closed without being
+ * asked (killed, or shutting down: NBD asks a server to finish its requests
+ * in flight first) is trusted the same way. A connection broken between two
+ * live hosts (a network reset), or dropped by libnbd on a protocol error,
+ * cannot be told from that, and is trusted too.
  *
  * What the server acknowledged before it went away is trusted to be there
  * still (true of a killed file-backed server: the page cache has it); a
@@ -54,8 +58,8 @@
  * -EIO, and new operations fail at once with -EIO, until it is up again;
  * the thread keeps trying once a second. Nothing on the lost list can still
  * execute in the server (never sent, or sent on a handle the server has
- * closed), so failing it cannot reorder writes. Commands in a drained handle
- * are not failed: they wait for the server. Until then the drive's command
+ * closed), so failing it cannot reorder writes. Commands in the handle being
+ * drained are not failed: they wait for the server. Until then the drive's command
  * timeout resets the drive as usual, and the operations it made stale keep
  * the drive fenced here.
  *
@@ -162,7 +166,8 @@ static void conn_poll(struct td_nbd_conn *c, struct nbd_handle *h, unsigned int 
 		conn_clear_efd(c);
 	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_READ))
 		r = nbd_aio_notify_read(h);
-	else if ((p[0].revents & (POLLOUT | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_WRITE))
+	else if ((p[0].revents & (POLLOUT | POLLHUP | POLLERR)) &&
+		 (dir & LIBNBD_AIO_DIRECTION_WRITE))
 		r = nbd_aio_notify_write(h);
 	if (r == -1)
 		td_debug("nbd: connection %u: %s", c->index, nbd_get_error());
@@ -205,6 +210,7 @@ struct nbd_handle *td_nbd_handle_connect(const char *uri, unsigned int timeout_m
 		struct pollfd p[2];
 		unsigned int dir;
 		uint64_t now = td_now_ns();
+		int wait_ms;
 		int n = 1;
 		int r = 0;
 
@@ -224,7 +230,8 @@ struct nbd_handle *td_nbd_handle_connect(const char *uri, unsigned int timeout_m
 			p[0].events |= POLLOUT;
 		if (wake_fd != -1)
 			p[n++] = (struct pollfd){ .fd = wake_fd, .events = POLLIN };
-		if (poll(p, (nfds_t)n, (int)TD_DIV_ROUND_UP(deadline - now, TD_NSEC_PER_MSEC)) < 0) {
+		wait_ms = (int)TD_DIV_ROUND_UP(deadline - now, TD_NSEC_PER_MSEC);
+		if (poll(p, (nfds_t)n, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			snprintf(msg, msglen, "poll: %s", strerror(errno));
@@ -234,7 +241,8 @@ struct nbd_handle *td_nbd_handle_connect(const char *uri, unsigned int timeout_m
 			snprintf(msg, msglen, "interrupted");
 			goto out_close;
 		}
-		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (dir & LIBNBD_AIO_DIRECTION_READ))
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    (dir & LIBNBD_AIO_DIRECTION_READ))
 			r = nbd_aio_notify_read(h);
 		else if (p[0].revents & (POLLOUT | POLLHUP | POLLERR))
 			r = nbd_aio_notify_write(h);
@@ -369,7 +377,8 @@ static void conn_drain_step(struct td_nbd_conn *c)
 		return;
 	}
 	conn_check_lost_limit(c, "draining");
-	conn_poll(c, c->drain, TD_MIN(c->nb->answer_limit_ms, (unsigned int)TD_NBD_ANSWER_CHECK_MS));
+	conn_poll(c, c->drain,
+		  TD_MIN(c->nb->answer_limit_ms, (unsigned int)TD_NBD_ANSWER_CHECK_MS));
 }
 
 /* ---- down: connecting again ------------------------------------------------------------- */
@@ -446,7 +455,8 @@ static void conn_recover(struct td_nbd_conn *c)
 			td_nbd_op_finish(op, err);
 	}
 	td_notice("nbd: connection %u to '%s' back after %" PRIu64 " ms; %u operation(s) sent "
-		  "again", c->index, nb->uri, (uint64_t)((td_now_ns() - c->down_ns) / TD_NSEC_PER_MSEC), n);
+		  "again", c->index, nb->uri,
+		  (uint64_t)((td_now_ns() - c->down_ns) / TD_NSEC_PER_MSEC), n);
 }
 
 /* ---- the loop --------------------------------------------------------------------------- */

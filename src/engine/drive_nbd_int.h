@@ -101,7 +101,7 @@ struct td_nbd_conn {
 	bool stop;			/* lock: destroy: nothing is outstanding, exit */
 	struct nbd_handle *drain;	/* loop thread: the handle being drained, or NULL */
 	unsigned int drain_gen;		/* loop thread: drain's number */
-	uint64_t down_ns;		/* loop thread: when the connection stopped taking commands */
+	uint64_t down_ns;		/* loop thread: when it stopped taking commands */
 };
 
 struct td_nbd_backend {
@@ -155,8 +155,9 @@ int td_nbd_conn_send(struct td_nbd_conn *c, struct td_nbd_op *op) td_nonnull(1, 
 
 /*
  * Loop thread: take @c's ready list and finish each operation, send its next command or
- * park it on the lost list for sending again. *@broken becomes true when the server
- * answered a command of ->h with ESHUTDOWN (it is going away: ->h is to be drained).
+ * park it on the lost list for sending again. *@broken becomes true when a command of a
+ * live ->h failed without a result (ESHUTDOWN: the server is going away): ->h is to be
+ * drained.
  */
 void td_nbd_conn_reap(struct td_nbd_conn *c, bool *broken) td_nonnull(1, 2);
 

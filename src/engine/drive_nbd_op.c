@@ -265,7 +265,8 @@ void td_nbd_conn_reap(struct td_nbd_conn *c, bool *broken)
 		int err;
 
 		td_list_del(&op->link);
-		if (op->err == ENOTCONN || op->err == ESHUTDOWN || (op->err && td_nbd_handle_dead(h))) {
+		if (op->err == ENOTCONN || op->err == ESHUTDOWN ||
+		    (op->err && td_nbd_handle_dead(h))) {
 			/* No result: the server went away (ESHUTDOWN: is going). Send it again. */
 			if (h && h == c->h && !td_nbd_handle_dead(h))
 				*broken = true;
