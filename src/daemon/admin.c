@@ -369,11 +369,37 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 		if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
 			setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	}
-	c->sub = td_trace_subscribe(a->p.trace, a->trace_req.ring_events);
-	if (c->sub)
+	c->sub = td_trace_subscribe(a->p.trace, &(struct td_trace_sub_params){
+						    .ring_events = a->trace_req.ring_events,
+						    .min_ring_events = a->trace_req.min_ring_events,
+						    .nr_rings = a->p.trace_threads,
+					    });
+	if (c->sub) {
+		if (a->trace_req.details) {
+			/* What the stream got: the rings may be smaller than asked (defaults). */
+			td_admin_put_u64(reply, reply->root, "events_per_thread",
+					 td_trace_sub_ring_events(c->sub));
+			td_admin_put_u64(reply, reply->root, "threads", a->p.trace_threads);
+			td_admin_put_u64(reply, reply->root, "bytes", td_trace_sub_bytes(c->sub));
+		}
 		return;
-	td_admin_error(reply, "trace: %s", errno == EBUSY ? "too many trace streams"
-							    : "out of memory");
+	}
+	if (errno == ENOSPC) {
+		size_t used;
+		size_t budget = td_trace_budget(a->p.trace, &used);
+		size_t events = a->trace_req.min_ring_events ? a->trace_req.min_ring_events
+							      : a->trace_req.ring_events;
+
+		td_admin_error(reply,
+			       "trace: over the trace memory budget: this stream needs %zu KiB"
+			       " (a buffer for each of %u threads), %zu KiB of trace_budget"
+			       " %zu KiB is left",
+			       td_trace_sub_cost(events, a->p.trace_threads) >> 10,
+			       a->p.trace_threads, (budget - used) >> 10, budget >> 10);
+	} else {
+		td_admin_error(reply, "trace: %s",
+			       errno == EBUSY ? "too many trace streams" : "out of memory");
+	}
 	td_blktrace_free(c->bt);
 	c->bt = NULL;
 }

@@ -54,6 +54,7 @@ struct td_admin_params {
 	struct td_queue *q;
 	struct td_drive *drive;
 	struct td_trace *trace;
+	unsigned int trace_threads; /* threads that may emit: a trace stream has a ring for each */
 	struct td_config *config;	/* read under config_lock */
 	pthread_mutex_t *config_lock;
 	const char *image;		/* the image path, "rbd:POOL/IMAGE" or the NBD URI */

@@ -32,8 +32,11 @@ struct td_admin_sample {
  * its handler, read by admin.c when it turns the connection into a stream.
  */
 struct td_admin_trace_req {
-	bool blktrace;	    /* binary blktrace records instead of JSON lines */
-	size_t ring_events; /* per emitting thread */
+	bool start;		/* the command was valid: the connection becomes a stream */
+	bool blktrace;		/* binary blktrace records instead of JSON lines */
+	bool details;		/* the reply names the format and the buffers */
+	size_t ring_events;	/* per emitting thread */
+	size_t min_ring_events; /* 0: ring_events or refused; else smaller if need be, to this */
 };
 
 struct td_admin {

@@ -64,6 +64,9 @@ static unsigned int test_nr_hw = TEST_QUEUE_NR_HW;
 /* Generous for valgrind; a deadlock must fail the run, not hang it. */
 #define WATCHDOG_S 900
 #define TRACE_EVENTS 65536
+/* The test's threads, the drive's workers, kblockd and the timer, with room to spare. */
+#define TRACE_THREADS 16
+#define TRACE_BUDGET  (64U << 20)
 
 /* ---- small utilities ------------------------------------------------------------------ */
 
@@ -382,9 +385,12 @@ static void env_create(struct env *e, const struct env_opts *o)
 	assert_int_equal(err, 0);
 
 	if (o->trace) {
-		e->trace = td_trace_create();
+		e->trace = td_trace_create(TRACE_BUDGET);
 		assert_non_null(e->trace);
-		e->sub = td_trace_subscribe(e->trace, TRACE_EVENTS);
+		e->sub = td_trace_subscribe(e->trace, &(struct td_trace_sub_params){
+							      .ring_events = TRACE_EVENTS,
+							      .nr_rings = TRACE_THREADS,
+						      });
 		assert_non_null(e->sub);
 	}
 	td_queue_params_default(&qp);
