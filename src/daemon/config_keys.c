@@ -44,7 +44,8 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_DISK_MOUNTPOINT] = K("disk", "mountpoint", "path", NULL, false,
 			      "directory where the disk file appears (required)"),
     [KEY_DISK_NAME] = K("disk", "name", "string", "disk", false,
-			"file name of the disk in the mountpoint: 1..255 bytes, no '/'"),
+			"file name of the disk in the mountpoint: 1..255 bytes, no '/', ','"
+			" or '\\'"),
     [KEY_DISK_READ_ONLY] =
 	K("disk", "read_only", "bool", "false", false, "serve the disk read-only"),
     [KEY_DISK_LOGICAL_BLOCK_SIZE] = K("disk", "logical_block_size", "number", "512", false,

@@ -463,6 +463,18 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	    {"disk", "name", "a/b", "[disk] name = \"a/b\": must not contain '/'"},
 	    {"disk", "name", ".", "[disk] name = \".\": must not be \".\" or \"..\""},
 	    {"disk", "name", "..", "[disk] name = \"..\": must not be \".\" or \"..\""},
+	    {"disk", "name", "d,allow_other",
+	     "[disk] name = \"d,allow_other\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
+	    {"disk", "name", "f,suid,dev",
+	     "[disk] name = \"f,suid,dev\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
+	    {"disk", "name", ",",
+	     "[disk] name = \",\": must not contain ',' or '\\' (a mount option would read"
+	     " them)"},
+	    {"disk", "name", "a\\,b",
+	     "[disk] name = \"a\\\\,b\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
 	    {"disk", "name", "a\tb",
 	     "[disk] name = \"a\\x09b\": must not contain control characters"},
 	    {"disk", "name", "say \"hi\"\x7f",
@@ -1373,6 +1385,15 @@ static void test_cmdline_fuse_options_split_and_keep_order(void **state)
 	assert_string_equal(t->err, "-o \"a,\": empty FUSE option");
 	assert_int_equal(PARSE(&cl, t->err, "-o", ""), -EINVAL);
 	assert_string_equal(t->err, "-o \"\": empty FUSE option");
+
+	/* Only the very words that lift nosuid or nodev are refused. */
+	assert_int_equal(PARSE(&cl, t->err, "-o", "nosuid,nodev,suidx,devx,xdev"), 0);
+	assert_int_equal(cl.nr_fuse_opts, 5);
+	td_cmdline_free(&cl);
+	assert_int_equal(PARSE(&cl, t->err, "-o", "ro,suid"), -EINVAL);
+	assert_string_equal(t->err,
+			    "-o \"ro,suid\": suid is refused: the disk is always mounted nosuid,nodev");
+	assert_int_equal(cl.nr_fuse_opts, 0);
 }
 
 static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
@@ -1406,6 +1427,12 @@ static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
 	     " suffix)"},
 	    {"--mode", "sq", "--mode \"sq\": must be rq, bio or mq"},
 	    {"--name", "a/b", "--name \"a/b\": must not contain '/'"},
+	    {"--name", "d,allow_other",
+	     "--name \"d,allow_other\": must not contain ',' or '\\' (a mount option would"
+	     " read them)"},
+	    {"-o", "allow_other,suid",
+	     "-o \"allow_other,suid\": suid is refused: the disk is always mounted nosuid,nodev"},
+	    {"-odev", NULL, "-o \"dev\": dev is refused: the disk is always mounted nosuid,nodev"},
 	    {"--image", "", "--image \"\": must not be empty"},
 	    {"--mount=", NULL, "--mount \"\": must not be empty"},
 	    {"-c", "", "-c \"\": must not be empty"},
