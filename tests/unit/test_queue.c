@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "common/log.h"
+#include "engine/queue_int.h" /* td_queue_inline_depth() */
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -152,15 +153,21 @@ struct gate {
 	/* The distinct names of the threads that called read or write; lock. */
 	char callers[GATE_MAX_CALLERS][16];
 	unsigned int nr_callers;
+	/* Most queue runs seen on the stack of a thread calling read or write; lock. */
+	unsigned int max_inline_depth;
 };
 
-/* Remember which thread called the backend (by name: td-kblockd, td-timer, ...). */
+/*
+ * Remember which thread called the backend (by name: td-kblockd, td-timer, ...), and
+ * how many queue runs it had on its stack.
+ */
 static void gate_record_caller(struct gate *g)
 {
 	char name[16] = "";
 
 	pthread_getname_np(pthread_self(), name, sizeof(name));
 	pthread_mutex_lock(&g->lock);
+	g->max_inline_depth = TD_MAX(g->max_inline_depth, td_queue_inline_depth());
 	bool known = false;
 
 	for (unsigned int i = 0; i < g->nr_callers; i++)
