@@ -23,7 +23,11 @@
  * becomes one 48-byte blk_io_trace record (common/blktrace_fmt.h), with a
  * process note before a pid's first event and a message record plus a
  * sequence gap where events were dropped (common/blktrace_writer.h), so the
- * client only copies bytes to its file.
+ * client only copies bytes to its file. An event can still come after the
+ * holdback (its thread was descheduled between stamping and publishing it):
+ * the blktrace writer holds records TRACE_REORDER_NS longer and writes them in
+ * time order with their own times, which blkparse and btt need; one later
+ * than that is dropped and said.
  *
  * About once a second the loop records the stats totals, for the rates in
  * `status`.
@@ -50,6 +54,7 @@
 #define OUT_HIGH	(256U << 10)	/* stop reading / stop feeding trace events above this */
 #define TRACE_PERIOD_MS 10
 #define TRACE_HOLDBACK_NS (2 * TD_NSEC_PER_MSEC)
+#define TRACE_REORDER_NS (100 * TD_NSEC_PER_MSEC) /* blktrace: the writer's reorder window */
 #define TRACE_SNDBUF	(8 << 20)	/* socket buffer of a blktrace stream */
 #define SAMPLE_PERIOD_NS TD_NSEC_PER_SEC
 
@@ -360,6 +365,7 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 			.emit_arg = c,
 			.device = TD_BLKTRACE_DEVICE,
 			.comm = td_blktrace_proc_comm,
+			.reorder_ns = TRACE_REORDER_NS,
 		});
 		if (!c->bt) {
 			td_admin_error(reply, "trace: out of memory");
@@ -589,6 +595,10 @@ static void trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t unt
 			for (size_t i = 0; i < n; i++)
 				bt_event(c, &ev[i]);
 		}
+		/* An idle stream too writes what has waited out the window. */
+		if (!c->closing && n < TD_ARRAY_SIZE(ev) && until_ns > TRACE_REORDER_NS &&
+		    td_blktrace_flush(c->bt, until_ns - TRACE_REORDER_NS))
+			c->closing = true;
 		if (c->closing || n < TD_ARRAY_SIZE(ev) || !flush_out(c) || out_pending(c))
 			return;
 	}
