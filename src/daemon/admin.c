@@ -39,8 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include "common/blktrace_writer.h"
 #include "common/clock.h"
@@ -171,117 +169,6 @@ out_free:
 	return found;
 }
 
-/* ---- the socket file ------------------------------------------------------------------- */
-
-/* Remove @path if it is a socket nobody listens on. Return: 0, or -errno with a message. */
-static int clear_stale_socket(const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, ret;
-
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		snprintf(err, errlen, "admin socket \"%s\": exists and is not a socket; refusing to "
-				      "replace it",
-			 path);
-		return -EEXIST;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ret = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
-	if (ret == 0) {
-		snprintf(err, errlen, "admin socket \"%s\": another process is listening on it",
-			 path);
-		return -EADDRINUSE;
-	}
-	if (errno != ECONNREFUSED) {
-		snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(errno));
-		return -errno;
-	}
-	td_info("admin: removing the stale socket \"%s\"", path);
-	if (unlink(path) < 0 && errno != ENOENT) {
-		snprintf(err, errlen, "admin socket \"%s\": cannot remove it: %s", path,
-			 strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
-static int open_socket(struct td_admin *a, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = a->socket_path;
-	int fd, ret;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "admin socket \"%s\": path too long", path);
-		return -ENAMETOOLONG;
-	}
-	/* The default directory for root; systemd's RuntimeDirectory makes it too. */
-	char dir[sizeof(sa.sun_path)];
-	char *slash;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "admin socket directory \"%s\": %s", dir,
-				 strerror(errno));
-			return -errno;
-		}
-	}
-	ret = clear_stale_socket(path, err, errlen);
-	if (ret) {
-		if (!err[0])
-			snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-		return ret;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		goto out_errno;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	/* Nobody may connect before the permissions are right. */
-	mode_t old = umask(0177);
-
-	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (ret < 0)
-		goto out_close;
-	if (chmod(path, a->p.socket_mode) < 0 ||
-	    (a->p.socket_gid != (gid_t)-1 && chown(path, (uid_t)-1, a->p.socket_gid) < 0) ||
-	    listen(fd, 128) < 0) {
-		int e = errno;
-
-		unlink(path);
-		errno = e;
-		goto out_close;
-	}
-	struct stat st;
-
-	if (lstat(path, &st) == 0) {
-		a->socket_dev = st.st_dev;
-		a->socket_ino = st.st_ino;
-	}
-	a->listen_fd = fd;
-	return 0;
-
-out_close:
-	ret = -errno;
-	close(fd);
-	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-	return ret;
-out_errno:
-	ret = -errno;
-	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-	return ret;
-}
-
 /* ---- connections ----------------------------------------------------------------------- */
 
 static void conn_close(struct td_admin *a, struct conn *c)
@@ -298,7 +185,7 @@ static struct conn *conn_accept(struct td_admin *a, int nconns)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = accept4(a->sock.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	struct conn *c;
 
 	if (fd < 0)
@@ -669,7 +556,7 @@ static void *admin_main(void *arg)
 		int ntrace = 0;
 
 		pfd[0] = (struct pollfd){ .fd = a->wake_pipe[0], .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = a->sock.fd, .events = POLLIN };
 		for (int i = 0; i < nconns; i++) {
 			struct conn *c = conns[i];
 			short ev = 0;
@@ -745,7 +632,7 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		return ret;
 	}
 	a->p = *p;
-	a->listen_fd = -1;
+	a->sock.fd = -1;
 	a->wake_pipe[0] = a->wake_pipe[1] = -1;
 	a->start_ns = td_now_ns();
 	pthread_mutex_init(&a->fe_lock, NULL);
@@ -760,7 +647,8 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		snprintf(err, errlen, "admin: pipe: %s", strerror(errno));
 		goto out_free;
 	}
-	ret = open_socket(a, err, errlen);
+	ret = td_admin_socket_open(&a->sock, a->socket_path, p->socket_mode, p->socket_gid, err,
+				   errlen);
 	if (ret)
 		goto out_close_pipe;
 	td_admin_sample(a);
@@ -773,8 +661,8 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 	return 0;
 
 out_close_socket:
-	close(a->listen_fd);
-	unlink(a->socket_path);
+	close(a->sock.fd);
+	td_admin_socket_remove(&a->sock, a->socket_path);
 out_close_pipe:
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
@@ -802,16 +690,12 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 
 void td_admin_destroy(struct td_admin *a)
 {
-	struct stat st;
 	ssize_t n = write(a->wake_pipe[1], "x", 1);
 
 	(void)n;
 	pthread_join(a->thread, NULL);
-	close(a->listen_fd);
-	/* Remove the socket only if it is still ours. */
-	if (lstat(a->socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
-		unlink(a->socket_path);
+	close(a->sock.fd);
+	td_admin_socket_remove(&a->sock, a->socket_path);
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 	pthread_mutex_destroy(&a->fe_lock);

@@ -20,7 +20,9 @@
  *
  * The socket path is created safely: an existing path is only replaced when
  * it is a socket nobody listens on (a stale one); anything else is an error.
- * The socket is removed when the admin stops.
+ * The socket gets its mode and group before it appears at its path, and no
+ * path is followed to give them (admin_socket.c). The socket is removed when
+ * the admin stops, if the path still names it.
  *
  * `trace` turns a connection into an event stream (tagdisk/trace.h); the
  * poll loop drains its ring every few milliseconds.
