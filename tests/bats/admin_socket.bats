@@ -44,8 +44,10 @@ owner_mode() {
 	echo secret >"$victim"
 	chmod 0600 "$victim"
 	chown root:root "$victim"
-	TD_WRAPPER="env LD_PRELOAD=$TD_SHIM TD_SHIM_SOCKET=$TD_SOCK TD_SHIM_VICTIM=$victim" \
-		run_tagdiskd -c "$TD_DIR/vm1.ini"
+	# An ASan build wants its runtime first among the libraries; the shim comes first here.
+	TD_WRAPPER="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+	TD_WRAPPER+=" LD_PRELOAD=$TD_SHIM TD_SHIM_SOCKET=$TD_SOCK TD_SHIM_VICTIM=$victim"
+	TD_WRAPPER=$TD_WRAPPER run_tagdiskd -c "$TD_DIR/vm1.ini"
 	echo "status $status; stderr: $stderr" >&2
 	[[ "$stderr" == *"bind_swap: swapped $TD_SOCK"* ]]
 	[ "$(owner_mode "$victim")" = "root:root 600" ]

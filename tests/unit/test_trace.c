@@ -406,7 +406,9 @@ static void test_trace_emit_allocates_nothing(void **state)
 	assert_int_equal(pthread_join(th, NULL), 0);
 	/* The thread took a ring in each subscriber: not a byte of heap, not a page mapped. */
 	assert_int_equal(fe.heap_after, fe.heap_before);
-	assert_int_equal(fe.vm_after, fe.vm_before);
+	/* valgrind maps memory of its own as the program runs: there, only the heap counts. */
+	if (!strstr(getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "", "vgpreload"))
+		assert_int_equal(fe.vm_after, fe.vm_before);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(td_trace_read(f->t, f->subs[i], out, TD_ARRAY_SIZE(out), &dropped),
 				 100);
