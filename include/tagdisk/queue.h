@@ -59,7 +59,9 @@
  * td_queue_run) and the drive's completion path run it in their own thread;
  * resets, timeouts, elevator and depth changes hand the run to td-kblockd
  * (td_queue_kick), and the admin socket and the timer never block on a slow
- * command.
+ * command. A run asked for by a completion inside such a run (a freed tag
+ * kicking the other hctxs, say) is done by that thread once its current run
+ * ends, never nested in it; so an end_io must not wait for other I/O.
  *
  * LOCK ORDER (the whole program's; other headers refer here):
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
@@ -160,7 +162,10 @@ void td_queue_submit_list(struct td_queue *q, struct td_bio *list) td_nonnull(1,
 /*
  * Dispatch whatever can be dispatched now. With an inline drive the commands
  * dispatched are executed in the calling thread before it returns: for
- * submitters only. Call with no tagdisk lock held.
+ * submitters only. Called from a completion of such a command (an end_io, or
+ * a tag map kick), it returns at once and the run happens when the run that
+ * is executing the command has finished, in the same thread: runs never nest.
+ * Call with no tagdisk lock held.
  */
 void td_queue_run(struct td_queue *q) td_nonnull(1);
 

@@ -11,16 +11,24 @@
  * emitting thread, as blktrace has one relay buffer per CPU: an emitter
  * writes only to its own rings, with no lock and no shared cache line, and
  * the subscriber merges the rings by time when it reads. Emitting never
- * blocks; it allocates once, the first time a thread emits for a
- * subscriber. When a ring is full the event is dropped for that subscriber
- * and counted, so a slow reader cannot slow the I/O path; the hub also
+ * blocks and never allocates: a subscriber's rings are all mapped, faulted in
+ * and counted when it subscribes, and a thread takes one of them (nothing
+ * more than an index) the first time it emits for that subscriber. A thread
+ * that finds none left, or a full ring, drops the event for that subscriber
+ * and counts it, so a slow reader cannot slow the I/O path; the hub also
  * counts every drop since it was created (td_trace_dropped(), the `stats`
  * key trace_dropped). With no subscriber, td_trace_emit() costs one relaxed
  * atomic load.
  *
+ * Memory: every subscriber's rings together stay within the hub's budget
+ * (td_trace_create()); a subscriber that would pass it is refused (ENOSPC),
+ * or, when it allows, given smaller rings. A subscriber's memory is
+ * returned when it unsubscribes.
+ *
  * At most TD_TRACE_MAX_THREADS threads of the process emit at a time (a
- * thread's slot is freed when it exits); an event from a thread beyond them
- * is dropped and counted like one that did not fit.
+ * thread's slot is freed when it exits, and the next thread to take the slot
+ * takes its rings too); an event from a thread beyond them is dropped and
+ * counted like one that did not fit.
  *
  * LOCKING: subscribing and unsubscribing take an internal mutex (last in the
  * global order, tagdisk/queue.h); emitting takes no lock. One thread at a
@@ -41,6 +49,8 @@
 /* Threads that can emit at the same time; subscribers at the same time. */
 #define TD_TRACE_MAX_THREADS 256
 #define TD_TRACE_MAX_SUBS    16
+/* Events in one ring at most (40 MiB): a power of two, so rounding up never passes it. */
+#define TD_TRACE_RING_EVENTS_MAX (1U << 20)
 
 enum td_trace_action {
 	TD_TA_QUEUE = 'Q',
@@ -72,20 +82,60 @@ struct td_trace {
 
 struct td_trace_sub;
 
-/* Return: a hub with no subscribers, or NULL (errno set). */
-struct td_trace *td_trace_create(void) td_warn_unused;
+/* What a subscriber asks for (td_trace_subscribe()). */
+struct td_trace_sub_params {
+	/*
+	 * Events per ring, rounded up to a power of two, at most
+	 * TD_TRACE_RING_EVENTS_MAX (0 and 1 both give a ring of one event).
+	 */
+	size_t ring_events;
+	/*
+	 * 0: rings of ring_events or nothing. Otherwise, when the budget left
+	 * cannot hold rings of ring_events, halve them until it can, down to
+	 * this many events (rounded up to a power of two).
+	 */
+	size_t min_ring_events;
+	/*
+	 * Rings, one for each thread that may emit while the subscriber reads:
+	 * 1..TD_TRACE_MAX_THREADS. Threads beyond them lose their events (counted).
+	 */
+	unsigned int nr_rings;
+};
+
+/*
+ * Return: a hub with no subscribers whose rings together never take more than
+ * @budget_bytes, or NULL (errno set).
+ */
+struct td_trace *td_trace_create(size_t budget_bytes) td_warn_unused;
 /* Destroy @t; every subscriber must have unsubscribed. */
 void td_trace_destroy(struct td_trace *t) td_nonnull(1);
 
+/* Return: @t's budget in bytes; *@used (if not NULL) gets what its subscribers take now. */
+size_t td_trace_budget(struct td_trace *t, size_t *used) td_nonnull(1);
+
 /*
- * Subscribe with rings of @capacity events per emitting thread (rounded up to
- * a power of two), each allocated when its thread first emits.
- * Return: NULL with errno ENOMEM (no memory, or @capacity too large), or
- * EBUSY (TD_TRACE_MAX_SUBS subscribers already).
+ * Return: the bytes a subscriber with @nr_rings rings of @ring_events events
+ * takes from the budget (@ring_events rounded as td_trace_subscribe() does),
+ * or SIZE_MAX when that does not fit in a size_t.
  */
-struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity) td_nonnull(1);
+size_t td_trace_sub_cost(size_t ring_events, unsigned int nr_rings);
+
+/*
+ * Subscribe: map every ring @p asks for, fault it in and count it against the
+ * budget, so that nothing is allocated when threads emit. Takes the hub's lock
+ * (not an I/O path: it may take milliseconds).
+ * Return: NULL with errno EINVAL (@p->nr_rings is 0 or over TD_TRACE_MAX_THREADS),
+ * ENOSPC (the budget left cannot hold it), EBUSY (TD_TRACE_MAX_SUBS subscribers
+ * already) or ENOMEM (no memory).
+ */
+struct td_trace_sub *td_trace_subscribe(struct td_trace *t, const struct td_trace_sub_params *p)
+	td_nonnull(1, 2);
 /* Remove @sub and free it, after any emitter still writing to it has finished. */
 void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub) td_nonnull(1, 2);
+
+/* Return: the events in each of @sub's rings, and the bytes of the budget @sub takes. */
+size_t td_trace_sub_ring_events(const struct td_trace_sub *sub) td_nonnull(1);
+size_t td_trace_sub_bytes(const struct td_trace_sub *sub) td_nonnull(1);
 
 /*
  * Move up to @max events from @sub's rings to @out, oldest first (merged by

@@ -5,6 +5,12 @@
  * The writer remembers every pid it has named, in a sorted array (a trace
  * sees few distinct submitters; a binary search keeps the common case cheap),
  * so each process gets one note however many events it has.
+ *
+ * The reorder window is a binary min-heap of the events held, keyed by time
+ * and then by the order they were added, so equal times keep their order.
+ * An event leaves it when the newest time added is reorder_ns past it, when
+ * the heap is full, or on td_blktrace_flush(); it is encoded only then, so
+ * the sequence numbers follow the time order of the file.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,12 +18,24 @@
 #include <string.h>
 #include "common/blktrace_writer.h"
 
+/* An event waiting in the reorder window. */
+struct held {
+	struct td_blktrace_event ev;
+	uint64_t order; /* when it was added: ties keep this order */
+};
+
 struct td_blktrace {
 	struct td_blktrace_writer_params p;
 	uint32_t sequence;    /* of the last I/O record, gaps included */
 	bool started;	      /* t0_ns is set */
 	uint64_t t0_ns;	      /* the first event's time */
 	uint64_t last_rel_ns; /* the last time written, relative to t0_ns */
+	struct held *heap;    /* the reorder window */
+	size_t nr_held;
+	size_t cap_held;
+	uint64_t added;	      /* events added so far: the next one's order */
+	uint64_t newest_ns;   /* the newest time added */
+	uint64_t late;
 	int32_t *pids;	      /* named so far, ascending */
 	size_t nr_pids;
 	size_t cap_pids;
@@ -33,6 +51,8 @@ struct td_blktrace *td_blktrace_create(const struct td_blktrace_writer_params *p
 	if (!bt)
 		return NULL;
 	bt->p = *p;
+	if (!bt->p.reorder_max)
+		bt->p.reorder_max = TD_BLKTRACE_REORDER_MAX;
 	return bt;
 }
 
@@ -40,6 +60,7 @@ void td_blktrace_free(struct td_blktrace *bt)
 {
 	if (!bt)
 		return;
+	free(bt->heap);
 	free(bt->pids);
 	free(bt);
 }
@@ -122,7 +143,8 @@ static int name_process(struct td_blktrace *bt, int32_t pid, uint64_t rel_ns)
 	return emit(bt, rec, sizeof(rec));
 }
 
-int td_blktrace_add(struct td_blktrace *bt, const struct td_blktrace_event *ev)
+/* Write the record of @ev, which is not older than the last one written. */
+static int write_event(struct td_blktrace *bt, const struct td_blktrace_event *ev)
 {
 	uint32_t action = td_blktrace_action(ev->action, ev->op, ev->fua);
 	unsigned char rec[TD_BLKTRACE_RECORD_LEN];
@@ -132,14 +154,11 @@ int td_blktrace_add(struct td_blktrace *bt, const struct td_blktrace_event *ev)
 	uint16_t error = 0;
 	int r;
 
-	if (!action)
-		return -EINVAL;
 	if (!bt->started) {
 		bt->t0_ns = ev->time_ns;
 		bt->started = true;
 	}
-	rel_ns = ev->time_ns > bt->t0_ns ? ev->time_ns - bt->t0_ns : 0;
-	rel_ns = TD_MAX(rel_ns, bt->last_rel_ns);
+	rel_ns = ev->time_ns - bt->t0_ns;
 	bt->last_rel_ns = rel_ns;
 
 	r = name_process(bt, pid, rel_ns);
@@ -166,6 +185,112 @@ int td_blktrace_add(struct td_blktrace *bt, const struct td_blktrace_event *ev)
 	bt->sequence++;
 	bt->events++;
 	return 0;
+}
+
+/* ---- the reorder window --------------------------------------------------------------- */
+
+static bool held_before(const struct held *a, const struct held *b)
+{
+	return a->ev.time_ns < b->ev.time_ns ||
+	       (a->ev.time_ns == b->ev.time_ns && a->order < b->order);
+}
+
+static void heap_swap(struct held *h, size_t i, size_t j)
+{
+	struct held tmp = h[i];
+
+	h[i] = h[j];
+	h[j] = tmp;
+}
+
+static int heap_push(struct td_blktrace *bt, const struct td_blktrace_event *ev)
+{
+	size_t i;
+
+	if (bt->nr_held == bt->cap_held) {
+		size_t cap = bt->cap_held ? bt->cap_held * 2 : 64;
+		struct held *h = realloc(bt->heap, cap * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		bt->heap = h;
+		bt->cap_held = cap;
+	}
+	i = bt->nr_held++;
+	bt->heap[i] = (struct held){ .ev = *ev, .order = bt->added++ };
+	while (i && held_before(&bt->heap[i], &bt->heap[(i - 1) / 2])) {
+		heap_swap(bt->heap, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+	return 0;
+}
+
+/* Take the oldest event held into *@out. */
+static void heap_pop(struct td_blktrace *bt, struct td_blktrace_event *out)
+{
+	struct held *h = bt->heap;
+	size_t i = 0;
+
+	*out = h[0].ev;
+	h[0] = h[--bt->nr_held];
+	for (;;) {
+		size_t l = 2 * i + 1;
+		size_t m = i;
+
+		if (l < bt->nr_held && held_before(&h[l], &h[m]))
+			m = l;
+		if (l + 1 < bt->nr_held && held_before(&h[l + 1], &h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		heap_swap(h, i, m);
+		i = m;
+	}
+}
+
+/* Write the oldest event held. */
+static int write_oldest(struct td_blktrace *bt)
+{
+	struct td_blktrace_event ev;
+
+	heap_pop(bt, &ev);
+	return write_event(bt, &ev);
+}
+
+int td_blktrace_flush(struct td_blktrace *bt, uint64_t until_ns)
+{
+	while (bt->nr_held && bt->heap[0].ev.time_ns <= until_ns) {
+		int r = write_oldest(bt);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int td_blktrace_add(struct td_blktrace *bt, const struct td_blktrace_event *ev)
+{
+	int r;
+
+	if (!td_blktrace_action(ev->action, ev->op, ev->fua))
+		return -EINVAL;
+	/* Too late for its place: a record at its own time would go back in time. */
+	if (bt->started && ev->time_ns < bt->t0_ns + bt->last_rel_ns) {
+		bt->late++;
+		return td_blktrace_dropped(bt, 1);
+	}
+	r = heap_push(bt, ev);
+	if (r)
+		return r;
+	bt->newest_ns = TD_MAX(bt->newest_ns, ev->time_ns);
+	while (bt->nr_held > bt->p.reorder_max) {
+		r = write_oldest(bt);
+		if (r)
+			return r;
+	}
+	if (bt->newest_ns < bt->p.reorder_ns)
+		return 0;
+	return td_blktrace_flush(bt, bt->newest_ns - bt->p.reorder_ns);
 }
 
 int td_blktrace_dropped(struct td_blktrace *bt, uint64_t n)
@@ -206,4 +331,9 @@ uint64_t td_blktrace_bytes(const struct td_blktrace *bt)
 uint64_t td_blktrace_lost(const struct td_blktrace *bt)
 {
 	return bt->lost;
+}
+
+uint64_t td_blktrace_late(const struct td_blktrace *bt)
+{
+	return bt->late;
 }

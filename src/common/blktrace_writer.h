@@ -11,10 +11,16 @@
  * blkparse prints process names. Names come from a callback, so tests need
  * no /proc.
  *
- * Times are relative to the first event and made non-decreasing as they are
- * written: events from different threads can be stamped a few nanoseconds
- * out of order, and blkparse expects a CPU's sequence numbers to follow its
- * clock. An event that arrives early is given the time of the one before it.
+ * Times are the events' own, relative to the first event written, and the
+ * records go out in time order: blkparse takes a file's records in the order
+ * they come (it merges per-CPU files by time, not records within one), and
+ * btt subtracts the times of an I/O's steps, so a record that went back in
+ * time would give it a negative interval. Events reach the writer a little
+ * out of order (the trace merges its threads' buffers by time, but a thread
+ * can publish an event later than another stamped after it), so the writer
+ * holds each event reorder_ns (by the events' clock) and writes them sorted.
+ * An event older than one already written (later than the window) is not
+ * given a false time: it is dropped and said like any lost event.
  *
  * Lost events are said twice, the way blkparse can see them: a message
  * record ("tagdisk: dropped events: N", an "m" line in blkparse) and a gap of
@@ -61,7 +67,17 @@ struct td_blktrace_writer_params {
 	uint32_t device;	  /* see TD_BLKTRACE_MKDEV */
 	td_blktrace_comm_fn comm; /* NULL: no process notes */
 	void *comm_arg;
+	/*
+	 * How far behind the newest event added one may arrive and still go out
+	 * in its place, in the events' nanoseconds. 0: each event is written as
+	 * it is added.
+	 */
+	uint64_t reorder_ns;
+	/* Most events held for it; when full, the oldest goes out. 0: TD_BLKTRACE_REORDER_MAX. */
+	size_t reorder_max;
 };
+
+#define TD_BLKTRACE_REORDER_MAX 65536
 
 struct td_blktrace;
 
@@ -72,12 +88,22 @@ struct td_blktrace *td_blktrace_create(const struct td_blktrace_writer_params *p
 void td_blktrace_free(struct td_blktrace *bt);
 
 /*
- * Write the record for @ev, after a process note when its pid is new and
- * positive. The first event fixes time 0.
+ * Add @ev: it is written (after a process note when its pid is new and
+ * positive) once the events added are reorder_ns newer than it, or the window
+ * is full, or td_blktrace_flush() reaches it, every record in time order
+ * (equal times: in the order added). The first event written fixes time 0.
+ * An event older than the last one written is dropped, counted in
+ * td_blktrace_late() and said as td_blktrace_dropped() says it.
  * Return: 0; -EINVAL when @ev's action or op has no blktrace equivalent
- * (nothing written); -ENOMEM; or the emit callback's error.
+ * (nothing kept); -ENOMEM; or the emit callback's error.
  */
 int td_blktrace_add(struct td_blktrace *bt, const struct td_blktrace_event *ev) td_nonnull(1, 2);
+
+/*
+ * Write the events held that are stamped at or before @until_ns, oldest first
+ * (UINT64_MAX: all of them). Return: 0, -ENOMEM or the emit callback's error.
+ */
+int td_blktrace_flush(struct td_blktrace *bt, uint64_t until_ns) td_nonnull(1);
 
 /*
  * Say that @n events were lost here: a message record at the last time
@@ -89,7 +115,9 @@ int td_blktrace_dropped(struct td_blktrace *bt, uint64_t n) td_nonnull(1);
 uint64_t td_blktrace_events(const struct td_blktrace *bt) td_nonnull(1);
 /* Return: bytes written so far, notes, messages and payloads included. */
 uint64_t td_blktrace_bytes(const struct td_blktrace *bt) td_nonnull(1);
-/* Return: events said lost through td_blktrace_dropped(). */
+/* Return: events said lost, through td_blktrace_dropped() or as late. */
 uint64_t td_blktrace_lost(const struct td_blktrace *bt) td_nonnull(1);
+/* Return: events dropped because they came after a newer one was written. */
+uint64_t td_blktrace_late(const struct td_blktrace *bt) td_nonnull(1);
 
 #endif /* TAGDISK_BLKTRACE_WRITER_H */

@@ -23,7 +23,11 @@
  * becomes one 48-byte blk_io_trace record (common/blktrace_fmt.h), with a
  * process note before a pid's first event and a message record plus a
  * sequence gap where events were dropped (common/blktrace_writer.h), so the
- * client only copies bytes to its file.
+ * client only copies bytes to its file. An event can still come after the
+ * holdback (its thread was descheduled between stamping and publishing it):
+ * the blktrace writer holds records TRACE_REORDER_NS longer and writes them in
+ * time order with their own times, which blkparse and btt need; one later
+ * than that is dropped and said.
  *
  * About once a second the loop records the stats totals, for the rates in
  * `status`.
@@ -35,8 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include "common/blktrace_writer.h"
 #include "common/clock.h"
@@ -50,6 +52,7 @@
 #define OUT_HIGH	(256U << 10)	/* stop reading / stop feeding trace events above this */
 #define TRACE_PERIOD_MS 10
 #define TRACE_HOLDBACK_NS (2 * TD_NSEC_PER_MSEC)
+#define TRACE_REORDER_NS (100 * TD_NSEC_PER_MSEC) /* blktrace: the writer's reorder window */
 #define TRACE_SNDBUF	(8 << 20)	/* socket buffer of a blktrace stream */
 #define SAMPLE_PERIOD_NS TD_NSEC_PER_SEC
 
@@ -166,117 +169,6 @@ out_free:
 	return found;
 }
 
-/* ---- the socket file ------------------------------------------------------------------- */
-
-/* Remove @path if it is a socket nobody listens on. Return: 0, or -errno with a message. */
-static int clear_stale_socket(const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, ret;
-
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		snprintf(err, errlen, "admin socket \"%s\": exists and is not a socket; refusing to "
-				      "replace it",
-			 path);
-		return -EEXIST;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ret = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
-	if (ret == 0) {
-		snprintf(err, errlen, "admin socket \"%s\": another process is listening on it",
-			 path);
-		return -EADDRINUSE;
-	}
-	if (errno != ECONNREFUSED) {
-		snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(errno));
-		return -errno;
-	}
-	td_info("admin: removing the stale socket \"%s\"", path);
-	if (unlink(path) < 0 && errno != ENOENT) {
-		snprintf(err, errlen, "admin socket \"%s\": cannot remove it: %s", path,
-			 strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
-static int open_socket(struct td_admin *a, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = a->socket_path;
-	int fd, ret;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "admin socket \"%s\": path too long", path);
-		return -ENAMETOOLONG;
-	}
-	/* The default directory for root; systemd's RuntimeDirectory makes it too. */
-	char dir[sizeof(sa.sun_path)];
-	char *slash;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "admin socket directory \"%s\": %s", dir,
-				 strerror(errno));
-			return -errno;
-		}
-	}
-	ret = clear_stale_socket(path, err, errlen);
-	if (ret) {
-		if (!err[0])
-			snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-		return ret;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		goto out_errno;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	/* Nobody may connect before the permissions are right. */
-	mode_t old = umask(0177);
-
-	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (ret < 0)
-		goto out_close;
-	if (chmod(path, a->p.socket_mode) < 0 ||
-	    (a->p.socket_gid != (gid_t)-1 && chown(path, (uid_t)-1, a->p.socket_gid) < 0) ||
-	    listen(fd, 128) < 0) {
-		int e = errno;
-
-		unlink(path);
-		errno = e;
-		goto out_close;
-	}
-	struct stat st;
-
-	if (lstat(path, &st) == 0) {
-		a->socket_dev = st.st_dev;
-		a->socket_ino = st.st_ino;
-	}
-	a->listen_fd = fd;
-	return 0;
-
-out_close:
-	ret = -errno;
-	close(fd);
-	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-	return ret;
-out_errno:
-	ret = -errno;
-	snprintf(err, errlen, "admin socket \"%s\": %s", path, strerror(-ret));
-	return ret;
-}
-
 /* ---- connections ----------------------------------------------------------------------- */
 
 static void conn_close(struct td_admin *a, struct conn *c)
@@ -293,7 +185,7 @@ static struct conn *conn_accept(struct td_admin *a, int nconns)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = accept4(a->sock.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	struct conn *c;
 
 	if (fd < 0)
@@ -360,6 +252,7 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 			.emit_arg = c,
 			.device = TD_BLKTRACE_DEVICE,
 			.comm = td_blktrace_proc_comm,
+			.reorder_ns = TRACE_REORDER_NS,
 		});
 		if (!c->bt) {
 			td_admin_error(reply, "trace: out of memory");
@@ -369,11 +262,37 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 		if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
 			setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	}
-	c->sub = td_trace_subscribe(a->p.trace, a->trace_req.ring_events);
-	if (c->sub)
+	c->sub = td_trace_subscribe(a->p.trace, &(struct td_trace_sub_params){
+						    .ring_events = a->trace_req.ring_events,
+						    .min_ring_events = a->trace_req.min_ring_events,
+						    .nr_rings = a->p.trace_threads,
+					    });
+	if (c->sub) {
+		if (a->trace_req.details) {
+			/* What the stream got: the rings may be smaller than asked (defaults). */
+			td_admin_put_u64(reply, reply->root, "events_per_thread",
+					 td_trace_sub_ring_events(c->sub));
+			td_admin_put_u64(reply, reply->root, "threads", a->p.trace_threads);
+			td_admin_put_u64(reply, reply->root, "bytes", td_trace_sub_bytes(c->sub));
+		}
 		return;
-	td_admin_error(reply, "trace: %s", errno == EBUSY ? "too many trace streams"
-							    : "out of memory");
+	}
+	if (errno == ENOSPC) {
+		size_t used;
+		size_t budget = td_trace_budget(a->p.trace, &used);
+		size_t events = a->trace_req.min_ring_events ? a->trace_req.min_ring_events
+							      : a->trace_req.ring_events;
+
+		td_admin_error(reply,
+			       "trace: over the trace memory budget: this stream needs %zu KiB"
+			       " (a buffer for each of %u threads), %zu KiB of trace_budget"
+			       " %zu KiB is left",
+			       td_trace_sub_cost(events, a->p.trace_threads) >> 10,
+			       a->p.trace_threads, (budget - used) >> 10, budget >> 10);
+	} else {
+		td_admin_error(reply, "trace: %s",
+			       errno == EBUSY ? "too many trace streams" : "out of memory");
+	}
 	td_blktrace_free(c->bt);
 	c->bt = NULL;
 }
@@ -563,6 +482,10 @@ static void trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t unt
 			for (size_t i = 0; i < n; i++)
 				bt_event(c, &ev[i]);
 		}
+		/* An idle stream too writes what has waited out the window. */
+		if (!c->closing && n < TD_ARRAY_SIZE(ev) && until_ns > TRACE_REORDER_NS &&
+		    td_blktrace_flush(c->bt, until_ns - TRACE_REORDER_NS))
+			c->closing = true;
 		if (c->closing || n < TD_ARRAY_SIZE(ev) || !flush_out(c) || out_pending(c))
 			return;
 	}
@@ -633,7 +556,7 @@ static void *admin_main(void *arg)
 		int ntrace = 0;
 
 		pfd[0] = (struct pollfd){ .fd = a->wake_pipe[0], .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = a->sock.fd, .events = POLLIN };
 		for (int i = 0; i < nconns; i++) {
 			struct conn *c = conns[i];
 			short ev = 0;
@@ -709,7 +632,7 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		return ret;
 	}
 	a->p = *p;
-	a->listen_fd = -1;
+	a->sock.fd = -1;
 	a->wake_pipe[0] = a->wake_pipe[1] = -1;
 	a->start_ns = td_now_ns();
 	pthread_mutex_init(&a->fe_lock, NULL);
@@ -724,7 +647,8 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		snprintf(err, errlen, "admin: pipe: %s", strerror(errno));
 		goto out_free;
 	}
-	ret = open_socket(a, err, errlen);
+	ret = td_admin_socket_open(&a->sock, a->socket_path, p->socket_mode, p->socket_gid, err,
+				   errlen);
 	if (ret)
 		goto out_close_pipe;
 	td_admin_sample(a);
@@ -737,8 +661,8 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 	return 0;
 
 out_close_socket:
-	close(a->listen_fd);
-	unlink(a->socket_path);
+	close(a->sock.fd);
+	td_admin_socket_remove(&a->sock, a->socket_path);
 out_close_pipe:
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
@@ -766,16 +690,12 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 
 void td_admin_destroy(struct td_admin *a)
 {
-	struct stat st;
 	ssize_t n = write(a->wake_pipe[1], "x", 1);
 
 	(void)n;
 	pthread_join(a->thread, NULL);
-	close(a->listen_fd);
-	/* Remove the socket only if it is still ours. */
-	if (lstat(a->socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
-		unlink(a->socket_path);
+	close(a->sock.fd);
+	td_admin_socket_remove(&a->sock, a->socket_path);
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 	pthread_mutex_destroy(&a->fe_lock);

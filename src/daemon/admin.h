@@ -20,7 +20,9 @@
  *
  * The socket path is created safely: an existing path is only replaced when
  * it is a socket nobody listens on (a stale one); anything else is an error.
- * The socket is removed when the admin stops.
+ * The socket gets its mode and group before it appears at its path, and no
+ * path is followed to give them (admin_socket.c). The socket is removed when
+ * the admin stops, if the path still names it.
  *
  * `trace` turns a connection into an event stream (tagdisk/trace.h); the
  * poll loop drains its ring every few milliseconds.
@@ -54,6 +56,7 @@ struct td_admin_params {
 	struct td_queue *q;
 	struct td_drive *drive;
 	struct td_trace *trace;
+	unsigned int trace_threads; /* threads that may emit: a trace stream has a ring for each */
 	struct td_config *config;	/* read under config_lock */
 	pthread_mutex_t *config_lock;
 	const char *image;		/* the image path, "rbd:POOL/IMAGE" or the NBD URI */

@@ -487,16 +487,20 @@ static void cmd_powerfail(struct td_admin *a, const struct td_admin_request *req
 
 /*
  * trace [blktrace] [buffer_kib=KIB] [buffers=N]: like blktrace's -b and -n, each emitting
- * thread gets buffers x buffer_kib of ring, at most 64 MiB. Defaults: blktrace's own, 4 x
- * 512 KiB, for the records, which a client only copies; 2 x 64 KiB (4096 events) for the
- * JSON lines, which are slower to make and read than the disk is to fill: a reader that
- * cannot keep up learns so soon, rather than after 64 MiB per thread.
+ * thread gets buffers x buffer_kib of ring, at most 64 MiB asked (the ring holds a power of
+ * two events, at most TD_TRACE_RING_EVENTS_MAX). Defaults: blktrace's own, 4 x 512 KiB, for
+ * the records, which a client only copies; 2 x 64 KiB (4096 events) for the JSON lines,
+ * which are slower to make and read than the disk is to fill: a reader that cannot keep up
+ * learns so soon, rather than after 64 MiB per thread. All streams share [admin]
+ * trace_budget: sizes asked for are refused when they do not fit, the defaults shrink to
+ * fit, down to TRACE_MIN_RING_EVENTS per thread.
  */
 #define TRACE_BUFFER_KIB_DEFAULT      512
 #define TRACE_BUFFERS_DEFAULT	      4
 #define TRACE_JSON_BUFFER_KIB_DEFAULT 64
 #define TRACE_JSON_BUFFERS_DEFAULT    2
 #define TRACE_RING_KIB_MAX	      (64U << 10)
+#define TRACE_MIN_RING_EVENTS	      1024
 
 static void cmd_trace(struct td_admin *a, const struct td_admin_request *req,
 		      struct td_admin_reply *out)
@@ -538,13 +542,16 @@ static void cmd_trace(struct td_admin *a, const struct td_admin_request *req,
 		return;
 	}
 	a->trace_req = (struct td_admin_trace_req){
+		.start = true,
 		.blktrace = blktrace,
+		/* The JSON stream's reply stays what clients before these arguments know. */
+		.details = blktrace || val[0] || val[1],
 		.ring_events = (size_t)(kib * nbufs * 1024 / sizeof(struct td_trace_event)),
+		.min_ring_events = val[0] || val[1] ? 0 : TRACE_MIN_RING_EVENTS,
 	};
 	o = td_admin_ok(out);
 	td_admin_put_str(out, o, "trace", "started");
-	/* The JSON stream's reply stays what clients before these arguments know. */
-	if (blktrace || val[0] || val[1]) {
+	if (a->trace_req.details) {
 		td_admin_put_str(out, o, "format", blktrace ? "blktrace" : "json");
 		td_admin_put_u64(out, o, "buffer_kib", kib);
 		td_admin_put_u64(out, o, "buffers", nbufs);
@@ -567,6 +574,8 @@ enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_
 
 	_Static_assert(TD_ARRAY_SIZE(handlers) == TD_ARRAY_SIZE(td_admin_commands),
 		       "one handler per command");
+	a->trace_req.start = false;
 	handlers[i](a, req, out);
-	return handlers[i] == cmd_trace ? TD_ADMIN_TRACE : TD_ADMIN_REPLY;
+	/* A refused `trace` leaves the connection taking commands. */
+	return a->trace_req.start ? TD_ADMIN_TRACE : TD_ADMIN_REPLY;
 }

@@ -32,9 +32,34 @@ struct td_admin_sample {
  * its handler, read by admin.c when it turns the connection into a stream.
  */
 struct td_admin_trace_req {
-	bool blktrace;	    /* binary blktrace records instead of JSON lines */
-	size_t ring_events; /* per emitting thread */
+	bool start;		/* the command was valid: the connection becomes a stream */
+	bool blktrace;		/* binary blktrace records instead of JSON lines */
+	bool details;		/* the reply names the format and the buffers */
+	size_t ring_events;	/* per emitting thread */
+	size_t min_ring_events; /* 0: ring_events or refused; else smaller if need be, to this */
 };
+
+/* The listening socket and the file that names it (admin_socket.c). */
+struct td_admin_socket {
+	int fd;	   /* listening, non-blocking; -1 when not open */
+	dev_t dev; /* the socket file's device and inode, to remove only ours */
+	ino_t ino;
+};
+
+/*
+ * Create the listening socket at @path with @mode and group @gid ((gid_t)-1:
+ * the daemon's): bound out of sight, given its mode and group, then moved to
+ * @path, never following a symlink or replacing what appeared there meanwhile.
+ * A stale socket at @path (nobody listening) is removed first; anything else
+ * there is an error.
+ * Return: 0 with @s filled, or a negative errno with a message in @err
+ * (-EEXIST or -EADDRINUSE: something else is at @path).
+ */
+int td_admin_socket_open(struct td_admin_socket *s, const char *path, mode_t mode, gid_t gid,
+			 char *err, size_t errlen) td_nonnull(1, 2, 5);
+
+/* Remove @path if it still names @s's socket file. @s->fd is not closed. */
+void td_admin_socket_remove(const struct td_admin_socket *s, const char *path) td_nonnull(1, 2);
 
 struct td_admin {
 	struct td_admin_params p;
@@ -42,9 +67,7 @@ struct td_admin {
 	char *socket_path;
 	char *image;
 	uint64_t start_ns;
-	int listen_fd;
-	dev_t socket_dev; /* the socket file we made, so we only ever remove ours */
-	ino_t socket_ino;
+	struct td_admin_socket sock;
 	int wake_pipe[2]; /* td_admin_destroy() writes here to stop the thread */
 	pthread_t thread;
 

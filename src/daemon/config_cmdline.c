@@ -152,7 +152,11 @@ void td_cfg_strv_free(char **v, size_t n)
 	free(v);
 }
 
-/* Split a -o value at commas onto the list (FUSE's own syntax, without escapes). */
+/*
+ * Split a -o value at commas onto the list (FUSE's own syntax, without escapes).
+ * The disk's mount always carries nosuid and nodev (a disk file is neither a
+ * program nor a device): the options that would lift them are refused.
+ */
 static int add_fuse_opts(struct td_cmdline *cl, const char *arg, char *err, size_t errlen)
 {
 	char quoted[TD_CFG_QUOTE_MAX];
@@ -164,6 +168,11 @@ static int add_fuse_opts(struct td_cmdline *cl, const char *arg, char *err, size
 		if (len == 0)
 			return td_cfg_fail(err, errlen, "-o \"%s\": empty FUSE option",
 					   td_cfg_escape(arg, quoted, sizeof(quoted)));
+		if ((len == 4 && strncmp(p, "suid", 4) == 0) || (len == 3 && strncmp(p, "dev", 3) == 0))
+			return td_cfg_fail(err, errlen,
+					   "-o \"%s\": %.*s is refused: the disk is always mounted"
+					   " nosuid,nodev",
+					   td_cfg_escape(arg, quoted, sizeof(quoted)), (int)len, p);
 		if (td_cfg_strv_push(&cl->fuse_opts, &cl->nr_fuse_opts, p, len))
 			return td_cfg_nomem(err, errlen);
 		if (!p[len])

@@ -44,7 +44,8 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_DISK_MOUNTPOINT] = K("disk", "mountpoint", "path", NULL, false,
 			      "directory where the disk file appears (required)"),
     [KEY_DISK_NAME] = K("disk", "name", "string", "disk", false,
-			"file name of the disk in the mountpoint: 1..255 bytes, no '/'"),
+			"file name of the disk in the mountpoint: 1..255 bytes, no '/', ','"
+			" or '\\'"),
     [KEY_DISK_READ_ONLY] =
 	K("disk", "read_only", "bool", "false", false, "serve the disk read-only"),
     [KEY_DISK_LOGICAL_BLOCK_SIZE] = K("disk", "logical_block_size", "number", "512", false,
@@ -144,6 +145,9 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
 				"admin socket permissions, octal: 0..0777"),
     [KEY_ADMIN_SOCKET_GROUP] = K("admin", "socket_group", "group", "", false,
 				 "group of the admin socket, name or gid; empty = the daemon's"),
+    [KEY_ADMIN_TRACE_BUDGET] = K("admin", "trace_budget", "size", "128M", false,
+				 "memory for the buffers of every trace stream together, in bytes,"
+				 " K/M/G/T suffixes: 1M..64G"),
 };
 const size_t td_config_nr_keys = NR_KEYS;
 
@@ -200,6 +204,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_ADMIN_SOCKET] = R(KIND_PATH, 0, 0, socket),
     [KEY_ADMIN_SOCKET_MODE] = R(KIND_OCTAL, 0, 0777, socket_mode),
     [KEY_ADMIN_SOCKET_GROUP] = R(KIND_GROUP, 0, 0, socket_group),
+    [KEY_ADMIN_TRACE_BUDGET] = R(KIND_SIZE, MIB, 64 * GIB, trace_budget),
 };
 
 #undef R
@@ -360,5 +365,6 @@ void td_config_init(struct td_config *c)
 	    .nbd_connections = 1,
 	    .socket_mode = 0660,
 	    .socket_gid = (gid_t)-1,
+	    .trace_budget = 128 * MIB,
 	};
 }

@@ -171,6 +171,15 @@ static int check_name(enum td_cfg_key id, const struct td_cfg_where *w, const ch
 					TD_CONFIG_NAME_MAX);
 	if (strchr(value, '/'))
 		return td_cfg_bad_value(id, w, value, err, errlen, "must not contain '/'");
+	/*
+	 * The name goes into the mount's fsname option, and FUSE splits options at
+	 * commas and reads a backslash as an escape: "d,allow_other" would add a
+	 * mount option.
+	 */
+	if (strpbrk(value, ",\\"))
+		return td_cfg_bad_value(id, w, value, err, errlen,
+					"must not contain ',' or '\\' (a mount option would"
+					" read them)");
 	if (strcmp(value, ".") == 0 || strcmp(value, "..") == 0)
 		return td_cfg_bad_value(id, w, value, err, errlen, "must not be \".\" or \"..\"");
 	for (const char *p = value; *p; p++)

@@ -653,6 +653,9 @@ static int build_args(struct fuse_args *args, const struct td_fuse_session_param
 		if (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, p->fuse_opts[i]))
 			return -ENOMEM;
 	}
+	/* Last, so that no option before can lift them (libfuse's default, said here). */
+	if (fuse_opt_add_arg(args, "-onosuid,nodev"))
+		return -ENOMEM;
 	return 0;
 }
 

@@ -224,7 +224,7 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 		return ret;
 	}
 
-	d->trace = td_trace_create();
+	d->trace = td_trace_create(c->trace_budget);
 	if (!d->trace) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -249,6 +249,35 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 		return ret;
 	}
 	return 0;
+}
+
+/* The FUSE threads the front end may run at once. */
+static unsigned int fuse_max_threads(const struct td_config *c)
+{
+	/* Handlers return at once; threads only wait for back-pressure or RMW. */
+	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE))
+		return 16;
+	/* Each I/O in flight holds a thread (bio mode, or an inline drive). */
+	return TD_MAX(c->nr_requests, 16U);
+}
+
+/*
+ * The threads that may emit trace events at once; a trace stream takes a
+ * buffer for each when it starts (tagdisk/trace.h): the FUSE threads at most,
+ * the uring transport's (a ring thread per CPU, at most max(4, 2 per CPU)
+ * helpers), the drive's workers, and 8 for kblockd, the timer, the admin
+ * thread and a network backend's threads.
+ */
+static unsigned int trace_threads(const struct td_config *c)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int n;
+
+	if (cpus < 1)
+		cpus = 1;
+	n = fuse_max_threads(c) + (unsigned int)cpus + TD_MAX(4U, 2 * (unsigned int)cpus) +
+	    c->workers + 8;
+	return TD_MIN(n, (unsigned int)TD_TRACE_MAX_THREADS);
 }
 
 static int build_frontend(struct daemon *d, char *err, size_t errlen)
@@ -282,15 +311,11 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 	}
 	fp.fuse_opts = opts;
 	fp.nr_fuse_opts = n;
-	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE)) {
-		/* Handlers return at once; threads only wait for back-pressure or RMW. */
-		fp.max_threads = 16;
+	fp.max_threads = fuse_max_threads(c);
+	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE))
 		fp.max_background = TD_MAX(c->nr_requests, c->depth);
-	} else {
-		/* Each I/O in flight holds a thread (bio mode, or an inline drive). */
-		fp.max_threads = TD_MAX(c->nr_requests, 16U);
+	else
 		fp.max_background = c->nr_requests;
-	}
 	d->fe = td_frontend_create(&fp, err, errlen);
 	free(opts);
 	return d->fe ? 0 : -EIO;
@@ -676,6 +701,7 @@ int main(int argc, char **argv)
 						       .q = d.q,
 						       .drive = d.drive,
 						       .trace = d.trace,
+						       .trace_threads = trace_threads(&d.cfg),
 						       .config = &d.cfg,
 						       .config_lock = &d.cfg_lock,
 						       .image = d.store.target,

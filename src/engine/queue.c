@@ -59,9 +59,31 @@
 #include "tagdisk/tag.h"
 #include "tagdisk/trace.h"
 
-/* The queue this thread is currently running with an inline drive, to flatten recursion. */
+/*
+ * Inline runs. With an inline drive the thread that runs a queue executes what
+ * the run dispatched, and the completions of those commands ask for more runs:
+ * of the same queue (queued work), of the other users of a tag map that starved
+ * (a freed tag), of an hctx waiting for the end of an overlapping write, or of
+ * any queue an end_io submits to. None of them runs inside the current one:
+ * a run of the queue being run becomes another pass of its loop (inline_rerun),
+ * and a run of any other queue waits on this thread's deferred list, which the
+ * outermost run works through after its own, one queue at a time. So a
+ * thread's stack holds one queue run at most (inline_depth), where it could
+ * otherwise nest hctx1 -> hctx2 -> hctx1 without bound.
+ *
+ * A deferred queue is pinned: it counts one more bio submitted to its drain
+ * count until its run is done, so no drainer can find it empty and destroy it
+ * while it waits here. A list that is full hands the run to the queue's
+ * td-kblockd instead (pinned by the queue itself).
+ */
+#define INLINE_DEFERRED_MAX 64
+
 static _Thread_local struct td_queue *inline_runner;
 static _Thread_local bool inline_rerun;
+static _Thread_local unsigned int inline_depth;
+static _Thread_local bool inline_draining;
+static _Thread_local struct td_queue *inline_deferred[INLINE_DEFERRED_MAX];
+static _Thread_local unsigned int nr_inline_deferred;
 
 /* ---- ending bios ---------------------------------------------------------------------- */
 
@@ -436,11 +458,64 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 	return sent;
 }
 
+static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list *ends_in);
+
+unsigned int td_queue_inline_depth(void)
+{
+	return inline_depth;
+}
+
+/*
+ * A run of @q is asked for. Inside an inline run, leave it to the current run's
+ * next pass (@q is being run) or to the outermost run (see the top of this file).
+ * Return: true when it was left so; false when the caller runs @q itself.
+ */
+static bool inline_defer(struct td_queue *q)
+{
+	struct td_queue *owner = q->parent ? q->parent : q;
+
+	if (!inline_runner)
+		return false;
+	if (inline_runner == q) {
+		inline_rerun = true;
+		return true;
+	}
+	for (unsigned int i = 0; i < nr_inline_deferred; i++)
+		if (inline_deferred[i] == q)
+			return true;
+	if (nr_inline_deferred == INLINE_DEFERRED_MAX) {
+		td_queue_kick(q);
+		return true;
+	}
+	/* The pin: dropped by td_queue_bio_done() once the run is done. */
+	td_pcpu_add(&owner->submitted, 1);
+	inline_deferred[nr_inline_deferred++] = q;
+	return true;
+}
+
+/* The outermost run's tail: run each deferred queue, oldest first, then drop its pin. */
+static void run_deferred(void)
+{
+	inline_draining = true;
+	while (nr_inline_deferred) {
+		struct td_queue *q = inline_deferred[0];
+
+		nr_inline_deferred--;
+		memmove(inline_deferred, inline_deferred + 1,
+			nr_inline_deferred * sizeof(inline_deferred[0]));
+		td_mutex_lock(&q->lock);
+		run_and_unlock(q, 0, NULL);
+		td_queue_bio_done(q);
+	}
+	inline_draining = false;
+}
+
 /*
  * Dispatch, with q->lock held on entry and released on return; then end the
  * bios on @ends (may be NULL) and those prep killed. With an inline drive,
  * execute what was dispatched in this thread and go round again while that
- * freed tags for more.
+ * freed tags for more; then, unless a run further out does it, run the queues
+ * the completions asked for meanwhile.
  */
 static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list *ends_in)
 {
@@ -449,6 +524,8 @@ static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list 
 	bool is_inline = td_drive_is_inline(q->drive);
 
 	assert(td_lock_held(&q->lock));
+	/* Runs never nest: callers inside an inline run go through inline_defer(). */
+	assert(!inline_runner);
 	if (!ends_in)
 		td_bio_list_init(&local);
 	for (;;) {
@@ -462,19 +539,21 @@ static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list 
 		if (!is_inline)
 			return;
 
-		struct td_queue *outer = inline_runner;
-
 		inline_runner = q;
 		inline_rerun = false;
+		inline_depth++;
 		td_drive_run_inline(q->drive, &batch);
+		inline_depth--;
 		bool again = inline_rerun;
 
-		inline_runner = outer;
+		inline_runner = NULL;
 		/* A completion that saw queued work asked for another pass. */
 		if (!again)
-			return;
+			break;
 		td_mutex_lock(&q->lock);
 	}
+	if (!inline_draining && nr_inline_deferred)
+		run_deferred();
 }
 
 void td_queue_run(struct td_queue *q)
@@ -486,11 +565,8 @@ void td_queue_run(struct td_queue *q)
 	}
 	if (q->mode != TD_MODE_RQ)
 		return;
-	/* Completions inside an inline run ask for another pass instead of recursing. */
-	if (inline_runner == q) {
-		inline_rerun = true;
+	if (inline_defer(q))
 		return;
-	}
 	td_mutex_lock(&q->lock);
 	run_and_unlock(q, 0, NULL);
 }
@@ -662,8 +738,7 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 		td_stats_io_start(q->stats, now);
 	else if (delta < 0)
 		td_stats_io_cancel(q->stats, now);
-	if (inline_runner == q) {
-		inline_rerun = true;
+	if (inline_defer(q)) {
 		td_mutex_unlock(&q->lock);
 		td_queue_end_bios(q, &ends);
 		return;
@@ -706,8 +781,7 @@ static void insert_list(struct td_queue *q, struct td_bio *list)
 		bio = next;
 	} while (bio);
 	account_started(q, now, started);
-	if (inline_runner == q) {
-		inline_rerun = true;
+	if (inline_defer(q)) {
 		td_mutex_unlock(&q->lock);
 		td_queue_end_bios(q, &ends);
 		return;

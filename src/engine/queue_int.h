@@ -231,6 +231,12 @@ void td_queue_drain_elevator_locked(struct td_queue *q) td_nonnull(1);
  */
 void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
 
+/*
+ * Return: the queue runs executing commands inline on the calling thread's
+ * stack: 0, or 1 inside one (runs never nest: queue.c). For tests.
+ */
+unsigned int td_queue_inline_depth(void);
+
 /* The drive's completion function (td_drive_attach). */
 void td_queue_complete(void *ctx, struct td_list *done) td_nonnull(1, 2);
 

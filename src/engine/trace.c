@@ -11,14 +11,20 @@
  *   inside td_trace_emit_slow().
  *
  *   A hub has an array of TD_TRACE_MAX_SUBS subscriber pointers. A
- *   subscriber has one ring pointer per thread slot; the ring is allocated by
- *   the slot's thread the first time it emits for that subscriber. A ring is
- *   single-producer (the slot's thread: a slot passes to a new thread only
- *   after the old one exited, through the slot's release/acquire hand-over)
- *   and single-consumer (the reader): 2^k events and two free-running
- *   counters, head (written) and tail (read), as in the kernel's relay
- *   buffers but per thread rather than per CPU, since a user-space thread can
- *   be preempted or migrated between reserving and filling a slot.
+ *   subscriber is one anonymous mapping: its own struct, then a pool of
+ *   nr_rings rings, all faulted in when it subscribes (under mlockall with
+ *   MCL_ONFAULT nothing would be resident, or locked, before it is touched,
+ *   so the pages are touched there, not by the first events). The mapping's
+ *   size is what the subscriber takes from the hub's budget, and munmap()
+ *   gives it back. The subscriber has one ring pointer per thread slot; the
+ *   slot's thread takes the next ring of the pool the first time it emits
+ *   for that subscriber (an atomic index, nothing allocated or cleared).
+ *   A ring is single-producer (the slot's thread: a slot passes to a new
+ *   thread only after the old one exited, through the slot's release/acquire
+ *   hand-over) and single-consumer (the reader): 2^k events and two
+ *   free-running counters, head (written) and tail (read), as in the kernel's
+ *   relay buffers but per thread rather than per CPU, since a user-space
+ *   thread can be preempted or migrated between reserving and filling a slot.
  *
  *   A full ring drops the newest event and counts it in the ring (written by
  *   its producer only) and in the hub's total; the reader reports the
@@ -35,8 +41,9 @@
  * sees NULL or the unsubscriber sees it busy and waits (Dekker's pattern).
  * Once every slot has been seen idle, no emitter can reach the subscriber.
  *
- * LOCKING: priv->lock serialises subscribe and unsubscribe (it is last in the
- * global order, tagdisk/queue.h). Emit takes no lock.
+ * LOCKING: priv->lock serialises subscribe and unsubscribe, and guards the
+ * budget's use (it is last in the global order, tagdisk/queue.h). Emit takes
+ * no lock.
  */
 #include <assert.h>
 #include <errno.h>
@@ -44,6 +51,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "common/lock.h"
 #include "tagdisk/trace.h"
 
@@ -61,9 +70,15 @@ struct td_trace_ring {
 struct td_trace_sub {
 	unsigned int index; /* in priv->subs */
 	size_t size;	    /* events per ring, a power of two */
-	_Atomic uint64_t unallocated; /* events lost because their ring could not be allocated */
-	uint64_t unallocated_seen;    /* consumer */
-	uint64_t slotless_seen;	      /* consumer: priv->slotless when last read (or subscribed) */
+	size_t map_bytes;   /* the mapping: this struct and the pool */
+	size_t ring_stride; /* bytes from one ring of the pool to the next */
+	char *pool;	    /* the first ring */
+	unsigned int nr_rings;
+	/* Rings handed to threads; may pass nr_rings by the threads that raced for the last. */
+	_Atomic unsigned int rings_taken;
+	_Atomic uint64_t ringless; /* events lost because no ring was left for their thread */
+	uint64_t ringless_seen;	   /* consumer */
+	uint64_t slotless_seen;	   /* consumer: priv->slotless when last read (or subscribed) */
 	_Atomic(struct td_trace_ring *) rings[TD_TRACE_MAX_THREADS];
 	struct td_trace_ring *heap[TD_TRACE_MAX_THREADS]; /* consumer: the merge */
 };
@@ -71,6 +86,8 @@ struct td_trace_sub {
 struct td_trace_priv {
 	struct td_mutex lock; /* subscribe / unsubscribe */
 	_Atomic(struct td_trace_sub *) subs[TD_TRACE_MAX_SUBS];
+	size_t budget;		   /* bytes, fixed */
+	_Atomic size_t used;	   /* bytes mapped by subscribers; written under lock */
 	_Atomic uint64_t dropped;  /* every drop, for stats */
 	_Atomic uint64_t slotless; /* events of threads that found no free slot */
 };
@@ -134,7 +151,7 @@ static int slot_get(void)
 
 /* ---- hub -------------------------------------------------------------------------------- */
 
-struct td_trace *td_trace_create(void)
+struct td_trace *td_trace_create(size_t budget_bytes)
 {
 	struct td_trace *t = calloc(1, sizeof(*t));
 
@@ -144,6 +161,7 @@ struct td_trace *td_trace_create(void)
 	if (!t->priv)
 		goto out_free_trace;
 	td_mutex_init(&t->priv->lock);
+	t->priv->budget = budget_bytes;
 	atomic_init(&t->nr_subs, 0);
 	return t;
 
@@ -155,6 +173,7 @@ out_free_trace:
 void td_trace_destroy(struct td_trace *t)
 {
 	assert(atomic_load_explicit(&t->nr_subs, memory_order_relaxed) == 0);
+	assert(atomic_load_explicit(&t->priv->used, memory_order_relaxed) == 0);
 	td_mutex_destroy(&t->priv->lock);
 	free(t->priv);
 	free(t);
@@ -165,60 +184,188 @@ uint64_t td_trace_dropped(const struct td_trace *t)
 	return atomic_load_explicit(&t->priv->dropped, memory_order_relaxed);
 }
 
-struct td_trace_sub *td_trace_subscribe(struct td_trace *t, size_t capacity)
+size_t td_trace_budget(struct td_trace *t, size_t *used)
 {
-	/* Rounding up at most doubles it, so a ring's size in bytes cannot overflow. */
-	const size_t max_capacity = SIZE_MAX / 2 / sizeof(struct td_trace_event);
-	struct td_trace_priv *p = t->priv;
-	struct td_trace_sub *sub;
+	if (used)
+		*used = atomic_load_explicit(&t->priv->used, memory_order_relaxed);
+	return t->priv->budget;
+}
+
+size_t td_trace_sub_ring_events(const struct td_trace_sub *sub)
+{
+	return sub->size;
+}
+
+size_t td_trace_sub_bytes(const struct td_trace_sub *sub)
+{
+	return sub->map_bytes;
+}
+
+/* @events rounded up to a power of two, at most TD_TRACE_RING_EVENTS_MAX. */
+static size_t ring_size(size_t events)
+{
 	size_t size = 1;
 
-	if (capacity > max_capacity) {
+	while (size < events && size < TD_TRACE_RING_EVENTS_MAX)
+		size <<= 1;
+	return size;
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+	return (n + to - 1) / to * to;
+}
+
+/* Bytes from one ring of a pool to the next: the ring, aligned as its counters require. */
+static size_t ring_stride(size_t size)
+{
+	return round_up(sizeof(struct td_trace_ring) + size * sizeof(struct td_trace_event),
+			_Alignof(struct td_trace_ring));
+}
+
+/* Offset of the pool in a subscriber's mapping. */
+static size_t pool_offset(void)
+{
+	return round_up(sizeof(struct td_trace_sub), _Alignof(struct td_trace_ring));
+}
+
+/* The mapping for @nr_rings rings of @size events (a power of two), or SIZE_MAX. */
+static size_t map_bytes(size_t size, unsigned int nr_rings)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t bytes;
+
+	/* size <= TD_TRACE_RING_EVENTS_MAX: one stride fits; the product may not. */
+	if (__builtin_mul_overflow(ring_stride(size), (size_t)nr_rings, &bytes) ||
+	    __builtin_add_overflow(bytes, pool_offset() + page - 1, &bytes))
+		return SIZE_MAX;
+	return bytes / page * page;
+}
+
+size_t td_trace_sub_cost(size_t ring_events, unsigned int nr_rings)
+{
+	return map_bytes(ring_size(ring_events), nr_rings);
+}
+
+/*
+ * Make every page of [@p, @p + @len) resident now. MAP_POPULATE does not do it
+ * in a VM_LOCKONFAULT mapping (mlockall(MCL_ONFAULT)); MADV_POPULATE_WRITE
+ * (Linux 5.14) does; on older kernels, touch each page.
+ * Return: 0, or -ENOMEM when the pages could not be had.
+ */
+static int prefault(char *p, size_t len)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -ENOMEM;
+	for (size_t off = 0; off < len; off += page)
+		((volatile char *)p)[off] = 0;
+	return 0;
+}
+
+/*
+ * Map, fault in and lay out a subscriber of @nr_rings rings of @size events
+ * in @bytes (map_bytes()). Return: it, or NULL (errno set).
+ */
+static struct td_trace_sub *sub_map(size_t size, unsigned int nr_rings, size_t bytes)
+{
+	struct td_trace_sub *sub;
+	char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (base == MAP_FAILED)
+		return NULL;
+	if (prefault(base, bytes)) {
+		munmap(base, bytes);
 		errno = ENOMEM;
 		return NULL;
 	}
-	while (size < capacity)
-		size <<= 1;
-	sub = calloc(1, sizeof(*sub));
-	if (!sub)
-		return NULL;
+	/* An anonymous mapping is zeroed: only what is not zero is set. */
+	sub = (struct td_trace_sub *)(void *)base;
 	sub->size = size;
-	sub->slotless_seen = atomic_load_explicit(&p->slotless, memory_order_relaxed);
+	sub->map_bytes = bytes;
+	sub->ring_stride = ring_stride(size);
+	sub->pool = base + pool_offset();
+	sub->nr_rings = nr_rings;
+	for (unsigned int i = 0; i < nr_rings; i++) {
+		struct td_trace_ring *r = (void *)(sub->pool + i * sub->ring_stride);
 
-	td_mutex_lock(&p->lock);
-	for (unsigned int i = 0; i < TD_TRACE_MAX_SUBS; i++) {
-		if (atomic_load_explicit(&p->subs[i], memory_order_relaxed))
-			continue;
-		sub->index = i;
-		/* Release: emitters that see the pointer see the zeroed rings. */
-		atomic_store_explicit(&p->subs[i], sub, memory_order_release);
-		atomic_fetch_add_explicit(&t->nr_subs, 1, memory_order_relaxed);
-		td_mutex_unlock(&p->lock);
-		return sub;
+		r->mask = size - 1;
 	}
-	td_mutex_unlock(&p->lock);
-	free(sub);
-	errno = EBUSY;
-	return NULL;
+	return sub;
+}
+
+struct td_trace_sub *td_trace_subscribe(struct td_trace *t, const struct td_trace_sub_params *p)
+{
+	struct td_trace_priv *pv = t->priv;
+	size_t size = ring_size(p->ring_events);
+	size_t min_size = p->min_ring_events ? ring_size(p->min_ring_events) : size;
+	struct td_trace_sub *sub = NULL;
+	unsigned int index;
+	size_t left;
+	size_t bytes;
+
+	if (!p->nr_rings || p->nr_rings > TD_TRACE_MAX_THREADS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	td_mutex_lock(&pv->lock);
+	for (index = 0; index < TD_TRACE_MAX_SUBS; index++)
+		if (!atomic_load_explicit(&pv->subs[index], memory_order_relaxed))
+			break;
+	if (index == TD_TRACE_MAX_SUBS) {
+		errno = EBUSY;
+		goto out_unlock;
+	}
+	left = pv->budget - atomic_load_explicit(&pv->used, memory_order_relaxed);
+	bytes = map_bytes(size, p->nr_rings);
+	while (bytes > left && size > min_size) {
+		size >>= 1;
+		bytes = map_bytes(size, p->nr_rings);
+	}
+	if (bytes > left) {
+		errno = ENOSPC;
+		goto out_unlock;
+	}
+	sub = sub_map(size, p->nr_rings, bytes);
+	if (!sub) {
+		errno = ENOMEM;
+		goto out_unlock;
+	}
+	sub->index = index;
+	sub->slotless_seen = atomic_load_explicit(&pv->slotless, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pv->used, bytes, memory_order_relaxed);
+	/* Release: emitters that see the pointer see the pool laid out. */
+	atomic_store_explicit(&pv->subs[index], sub, memory_order_release);
+	atomic_fetch_add_explicit(&t->nr_subs, 1, memory_order_relaxed);
+out_unlock:
+	td_mutex_unlock(&pv->lock);
+	return sub;
 }
 
 void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub)
 {
 	struct td_trace_priv *p = t->priv;
+	size_t bytes = sub->map_bytes;
 
 	td_mutex_lock(&p->lock);
 	assert(atomic_load_explicit(&p->subs[sub->index], memory_order_relaxed) == sub);
 	/* seq_cst: pairs with the emitter's busy flag (the top of this file). */
 	atomic_store(&p->subs[sub->index], NULL);
 	atomic_fetch_sub_explicit(&t->nr_subs, 1, memory_order_relaxed);
-	td_mutex_unlock(&p->lock);
 
 	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++)
 		while (atomic_load(&slots[s].busy))
 			sched_yield();
-	for (unsigned int s = 0; s < TD_TRACE_MAX_THREADS; s++)
-		free(atomic_load_explicit(&sub->rings[s], memory_order_acquire));
-	free(sub);
+	if (munmap(sub, bytes))
+		abort(); /* only a bad address fails: a bug */
+	atomic_fetch_sub_explicit(&p->used, bytes, memory_order_relaxed);
+	td_mutex_unlock(&p->lock);
 }
 
 /* ---- emit ------------------------------------------------------------------------------- */
@@ -232,19 +379,18 @@ static void count_drop(struct td_trace *t, struct td_trace_ring *r)
 	atomic_fetch_add_explicit(&t->priv->dropped, 1, memory_order_relaxed);
 }
 
-/* A zeroed ring of @size events, aligned as its cache-line-aligned counters require. */
-static struct td_trace_ring *ring_alloc(size_t size)
+/* Return: the next ring of @sub's pool, or NULL when every ring is taken. */
+static struct td_trace_ring *ring_take(struct td_trace_sub *sub)
 {
-	size_t align = _Alignof(struct td_trace_ring);
-	size_t bytes = sizeof(struct td_trace_ring) + size * sizeof(struct td_trace_event);
-	struct td_trace_ring *r;
+	unsigned int i;
 
-	/* aligned_alloc() wants a multiple of the alignment. */
-	bytes = (bytes + align - 1) / align * align;
-	r = aligned_alloc(align, bytes);
-	if (r)
-		memset(r, 0, bytes);
-	return r;
+	/* Load first: a thread without a ring does not push the index on each event. */
+	if (atomic_load_explicit(&sub->rings_taken, memory_order_relaxed) >= sub->nr_rings)
+		return NULL;
+	i = atomic_fetch_add_explicit(&sub->rings_taken, 1, memory_order_relaxed);
+	if (i >= sub->nr_rings)
+		return NULL;
+	return (struct td_trace_ring *)(void *)(sub->pool + i * sub->ring_stride);
 }
 
 static void ring_put(struct td_trace *t, struct td_trace_sub *sub, unsigned int s,
@@ -254,14 +400,16 @@ static void ring_put(struct td_trace *t, struct td_trace_sub *sub, unsigned int 
 	uint64_t head;
 
 	if (td_unlikely(!r)) {
-		r = ring_alloc(sub->size);
+		r = ring_take(sub);
 		if (!r) {
-			atomic_fetch_add_explicit(&sub->unallocated, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sub->ringless, 1, memory_order_relaxed);
 			count_drop(t, NULL);
 			return;
 		}
-		r->mask = sub->size - 1;
-		/* Release: pairs with the reader's acquire; it sees mask and zeroed counters. */
+		/*
+		 * Release: pairs with the reader's acquire. The ring was laid out before
+		 * the subscriber was published, so this only orders the ring's ownership.
+		 */
 		atomic_store_explicit(&sub->rings[s], r, memory_order_release);
 	}
 	head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -359,11 +507,11 @@ size_t td_trace_read_until(struct td_trace *t, struct td_trace_sub *sub,
 		    ring_front_time(r) <= until_ns)
 			h[nh++] = r;
 	}
-	uint64_t u = atomic_load_explicit(&sub->unallocated, memory_order_relaxed);
+	uint64_t u = atomic_load_explicit(&sub->ringless, memory_order_relaxed);
 	uint64_t sl = atomic_load_explicit(&t->priv->slotless, memory_order_relaxed);
 
-	lost += u - sub->unallocated_seen + (sl - sub->slotless_seen);
-	sub->unallocated_seen = u;
+	lost += u - sub->ringless_seen + (sl - sub->slotless_seen);
+	sub->ringless_seen = u;
 	sub->slotless_seen = sl;
 	*dropped = lost;
 

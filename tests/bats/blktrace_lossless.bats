@@ -175,8 +175,12 @@ burst_until_dropped() {
 	[ "$(td_admin 'trace blktrace buffers=x')" = \
 		'{"ok":false,"error":"trace: buffers: \"x\" is not a number"}' ]
 	[ "$(td_admin 'trace bogus')" = '{"ok":false,"error":"usage: trace"}' ]
-	[ "$(td_admin 'trace blktrace buffer_kib=64 buffers=2')" = \
-		'{"ok":true,"trace":"started","format":"blktrace","buffer_kib":64,"buffers":2}' ]
+	# The reply says what was asked, then what the stream got: 128 KiB is 3276 events,
+	# rounded up to 4096, for each thread that may emit.
+	local reply
+	reply=$(td_admin 'trace blktrace buffer_kib=64 buffers=2')
+	[[ "$reply" == '{"ok":true,"trace":"started","format":"blktrace","buffer_kib":64,"buffers":2,"events_per_thread":4096,"threads":'* ]]
+	[ "$(td_json bytes <<<"$reply")" -ge $((4096 * 40 * $(td_json threads <<<"$reply"))) ]
 	# The JSON stream takes them too, and its plain reply is what old clients know.
 	[ "$(td_admin 'trace')" = '{"ok":true,"trace":"started"}' ]
 	run --separate-stderr td_ctl trace -b 64 -n 2 -w 0.5

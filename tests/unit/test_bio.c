@@ -68,9 +68,12 @@ static void env_create(struct env *e, uint64_t size, uint32_t lbs, unsigned int 
 	e->drive = td_drive_create(&dp, &err);
 	assert_non_null(e->drive);
 
-	e->trace = td_trace_create();
+	e->trace = td_trace_create(16U << 20);
 	assert_non_null(e->trace);
-	e->sub = td_trace_subscribe(e->trace, 4096);
+	e->sub = td_trace_subscribe(e->trace, &(struct td_trace_sub_params){
+						      .ring_events = 4096,
+						      .nr_rings = 16,
+					      });
 	assert_non_null(e->sub);
 	td_queue_params_default(&qp);
 	qp.capacity_sectors = size >> TD_SECTOR_SHIFT;

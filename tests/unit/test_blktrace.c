@@ -2,7 +2,8 @@
 /*
  * test_blktrace.c - the blktrace records a `trace blktrace` stream carries:
  * exact bytes of a header, the action words blkparse decodes, process notes,
- * relative and non-decreasing times, drop messages and sequence gaps, errors.
+ * the events' own times, relative, in time order through a reorder window, late
+ * events dropped and said, drop messages and sequence gaps, errors.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -363,25 +364,118 @@ static void test_add_without_comm_callback_writes_no_notes(void **state)
 	td_blktrace_free(bt);
 }
 
-static void test_add_makes_times_relative_and_never_decreasing(void **state)
+static struct td_blktrace *reordering_writer(FILE *f, uint64_t reorder_ns, size_t reorder_max)
+{
+	return td_blktrace_create(&(struct td_blktrace_writer_params){
+		.emit = file_emit,
+		.emit_arg = f,
+		.device = TD_BLKTRACE_DEVICE,
+		.reorder_ns = reorder_ns,
+		.reorder_max = reorder_max,
+	});
+}
+
+/* The record @i of @s (I/O records only: no notes in these tests). */
+static const unsigned char *record(const struct sink *s, size_t i)
+{
+	return (const unsigned char *)s->buf + i * TD_BLKTRACE_RECORD_LEN;
+}
+
+static void test_add_writes_events_in_time_order_with_their_own_times(void **state)
 {
 	struct sink *s = *state;
-	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
-	static const uint64_t in[] = { 1000000, 1000500, 1000400, 999000, 1002000 };
-	static const uint64_t want[] = { 0, 500, 500, 500, 2000 };
+	struct td_blktrace *bt = reordering_writer(s->f, 1000, 0);
+	/* Arrival order; each event's sector is its index here. */
+	static const uint64_t in[] = { 1000000, 1000500, 1000400, 999900, 1002000 };
+	/* Written: by time, each with its own time relative to the first written. */
+	static const uint64_t want_sector[] = { 3, 0, 2, 1, 4 };
+	static const uint64_t want_rel[] = { 0, 100, 500, 600, 2100 };
 	size_t i;
 
 	assert_non_null(bt);
-	for (i = 0; i < TD_ARRAY_SIZE(in); i++)
-		assert_int_equal(add(bt, event('Q', "write", in[i], 1, i * 8, 8)), 0);
+	for (i = 0; i < TD_ARRAY_SIZE(in) - 1; i++)
+		assert_int_equal(add(bt, event('Q', "write", in[i], 1, i, 8)), 0);
+	/* Nothing is 1000 ns older than the newest yet: all four are held. */
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 0);
+	assert_int_equal(add(bt, event('Q', "write", in[4], 1, 4, 8)), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 4 * TD_BLKTRACE_RECORD_LEN);
+	assert_int_equal(td_blktrace_flush(bt, UINT64_MAX), 0);
 	assert_int_equal(fflush(s->f), 0);
 	assert_int_equal(s->len, TD_ARRAY_SIZE(in) * TD_BLKTRACE_RECORD_LEN);
 	for (i = 0; i < TD_ARRAY_SIZE(in); i++) {
-		const unsigned char *p = (const unsigned char *)s->buf + i * TD_BLKTRACE_RECORD_LEN;
-
-		assert_int_equal(le64(p + 8), want[i]);
-		assert_int_equal(le32(p + 4), i + 1);
+		assert_int_equal(le64(record(s, i) + 16), want_sector[i]);
+		assert_int_equal(le64(record(s, i) + 8), want_rel[i]);
+		assert_int_equal(le32(record(s, i) + 4), i + 1);
 	}
+	assert_int_equal(td_blktrace_events(bt), TD_ARRAY_SIZE(in));
+	assert_int_equal(td_blktrace_late(bt), 0);
+	assert_int_equal(td_blktrace_lost(bt), 0);
+	td_blktrace_free(bt);
+}
+
+static void test_add_drops_and_says_an_event_older_than_one_written(void **state)
+{
+	struct sink *s = *state;
+	struct td_blktrace *bt = writer(s->f, TD_BLKTRACE_DEVICE, NULL, NULL);
+	static const char msg[] = TD_BLKTRACE_DROPPED_MSG "1";
+	const unsigned char *p;
+
+	/* Without a window each event is written as it comes: the second is too late. */
+	assert_non_null(bt);
+	assert_int_equal(add(bt, event('D', "write", 5000, 1, 0, 8)), 0);
+	assert_int_equal(add(bt, event('Q', "write", 4000, 1, 8, 8)), 0);
+	assert_int_equal(add(bt, event('C', "write", 7000, 1, 0, 8)), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 3 * TD_BLKTRACE_RECORD_LEN + strlen(msg));
+	assert_int_equal(td_blktrace_events(bt), 2);
+	assert_int_equal(td_blktrace_lost(bt), 1);
+	p = (const unsigned char *)s->buf;
+	assert_int_equal(le64(p + 8), 0);
+	p += TD_BLKTRACE_RECORD_LEN;
+	/* A message at the last time written, not a record at a time it did not have. */
+	assert_int_equal(le32(p + 28), TD_BLKTRACE_TN_MESSAGE);
+	assert_int_equal(le64(p + 8), 0);
+	assert_memory_equal(p + TD_BLKTRACE_RECORD_LEN, msg, strlen(msg));
+	p += TD_BLKTRACE_RECORD_LEN + strlen(msg);
+	assert_int_equal(le64(p + 8), 2000);
+	assert_int_equal(le32(p + 4), 3); /* the gap blkparse counts */
+	assert_int_equal(td_blktrace_late(bt), 1);
+	td_blktrace_free(bt);
+}
+
+static void test_add_writes_the_oldest_when_the_window_is_full(void **state)
+{
+	struct sink *s = *state;
+	struct td_blktrace *bt = reordering_writer(s->f, UINT64_MAX / 2, 2);
+
+	assert_non_null(bt);
+	assert_int_equal(add(bt, event('Q', "write", 300, 1, 0, 8)), 0);
+	assert_int_equal(add(bt, event('Q', "write", 100, 1, 8, 8)), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 0);
+	/* A third does not fit: the oldest held (100) goes out, with its own time. */
+	assert_int_equal(add(bt, event('Q', "write", 200, 1, 16, 8)), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, TD_BLKTRACE_RECORD_LEN);
+	assert_int_equal(le64(record(s, 0) + 16), 8);
+	/* Flushing up to a time writes what is that old, and keeps the rest. */
+	assert_int_equal(td_blktrace_flush(bt, 250), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(s->len, 2 * TD_BLKTRACE_RECORD_LEN);
+	assert_int_equal(le64(record(s, 1) + 16), 16);
+	assert_int_equal(le64(record(s, 1) + 8), 100);
+	assert_int_equal(td_blktrace_flush(bt, UINT64_MAX), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(le64(record(s, 2) + 8), 200);
+	/* Equal times keep the order they were added in. */
+	assert_int_equal(add(bt, event('D', "write", 400, 1, 24, 8)), 0);
+	assert_int_equal(add(bt, event('C', "write", 400, 1, 24, 8)), 0);
+	assert_int_equal(td_blktrace_flush(bt, UINT64_MAX), 0);
+	assert_int_equal(fflush(s->f), 0);
+	assert_int_equal(le32(record(s, 3) + 28) & 0xffff, 7); /* D: issue */
+	assert_int_equal(le32(record(s, 4) + 28) & 0xffff, 8); /* C: complete */
 	td_blktrace_free(bt);
 }
 
@@ -538,7 +632,11 @@ int main(void)
 			sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_without_comm_callback_writes_no_notes,
 						sink_setup, sink_teardown),
-		cmocka_unit_test_setup_teardown(test_add_makes_times_relative_and_never_decreasing,
+		cmocka_unit_test_setup_teardown(test_add_writes_events_in_time_order_with_their_own_times,
+						sink_setup, sink_teardown),
+		cmocka_unit_test_setup_teardown(test_add_drops_and_says_an_event_older_than_one_written,
+						sink_setup, sink_teardown),
+		cmocka_unit_test_setup_teardown(test_add_writes_the_oldest_when_the_window_is_full,
 						sink_setup, sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_puts_positive_errno_only_on_completions,
 						sink_setup, sink_teardown),

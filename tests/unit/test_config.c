@@ -176,6 +176,7 @@ static void assert_config_equal(const struct td_config *a, const struct td_confi
 	assert_int_equal(a->socket_mode, b->socket_mode);
 	assert_str_or_null_equal(a->socket_group, b->socket_group);
 	assert_int_equal(a->socket_gid, b->socket_gid);
+	assert_int_equal(a->trace_budget, b->trace_budget);
 	assert_str_or_null_equal(a->config_file, b->config_file);
 	assert_int_equal(a->foreground, b->foreground);
 	assert_int_equal(a->verbose, b->verbose);
@@ -237,6 +238,7 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_null(c.socket);
 	assert_int_equal(c.socket_mode, 0660);
 	assert_null(c.socket_group);
+	assert_int_equal(c.trace_budget, 128ULL << 20);
 	assert_int_equal(c.socket_gid, (gid_t)-1);
 	assert_null(c.config_file);
 	assert_false(c.foreground);
@@ -285,7 +287,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 45);
+	assert_int_equal(td_config_nr_keys, 46);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -418,6 +420,10 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	     "[drive] cache_size = \"1023K\": must be between 1M and 16G"},
 	    {"drive", "cache_size", "17G",
 	     "[drive] cache_size = \"17G\": must be between 1M and 16G"},
+	    {"admin", "trace_budget", "1023K",
+	     "[admin] trace_budget = \"1023K\": must be between 1M and 64G"},
+	    {"admin", "trace_budget", "65G",
+	     "[admin] trace_budget = \"65G\": must be between 1M and 64G"},
 	    {"drive", "cache_size", "64 M",
 	     "[drive] cache_size = \"64 M\": not a size (a whole number of bytes, or with a K, M,"
 	     " G or T suffix)"},
@@ -457,6 +463,18 @@ static void test_config_set_rejects_bad_values_with_exact_message(void **state)
 	    {"disk", "name", "a/b", "[disk] name = \"a/b\": must not contain '/'"},
 	    {"disk", "name", ".", "[disk] name = \".\": must not be \".\" or \"..\""},
 	    {"disk", "name", "..", "[disk] name = \"..\": must not be \".\" or \"..\""},
+	    {"disk", "name", "d,allow_other",
+	     "[disk] name = \"d,allow_other\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
+	    {"disk", "name", "f,suid,dev",
+	     "[disk] name = \"f,suid,dev\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
+	    {"disk", "name", ",",
+	     "[disk] name = \",\": must not contain ',' or '\\' (a mount option would read"
+	     " them)"},
+	    {"disk", "name", "a\\,b",
+	     "[disk] name = \"a\\\\,b\": must not contain ',' or '\\' (a mount option"
+	     " would read them)"},
 	    {"disk", "name", "a\tb",
 	     "[disk] name = \"a\\x09b\": must not contain control characters"},
 	    {"disk", "name", "say \"hi\"\x7f",
@@ -631,6 +649,10 @@ static void test_config_set_accepts_boundaries_and_alternate_spellings(void **st
 	assert_string_equal(c.socket_group, "wheel");
 	SET_OK("admin", "socket_group", "");
 	assert_null(c.socket_group);
+	SET_OK("admin", "trace_budget", "1M");
+	assert_int_equal(c.trace_budget, 1ULL << 20);
+	SET_OK("admin", "trace_budget", "64G");
+	assert_int_equal(c.trace_budget, 64ULL << 30);
 	SET_OK("disk", "image", "/a/b.img");
 	SET_OK("disk", "image", "/c/d.img");
 	assert_string_equal(c.image, "/c/d.img");
@@ -764,6 +786,7 @@ static const struct kv every_key[] = {
     {"admin", "socket", "/srv/tagdisk.sock"},
     {"admin", "socket_mode", "0600"},
     {"admin", "socket_group", "root"},
+    {"admin", "trace_budget", "1G"},
 };
 
 /* Write every_key[] as a file; @lines[i] gets the line of every_key[i]. */
@@ -857,6 +880,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_string_equal(c.socket, "/srv/tagdisk.sock");
 	assert_int_equal(c.socket_mode, 0600);
 	assert_string_equal(c.socket_group, "root");
+	assert_int_equal(c.trace_budget, 1ULL << 30);
 	td_config_free(&c);
 }
 
@@ -1361,6 +1385,15 @@ static void test_cmdline_fuse_options_split_and_keep_order(void **state)
 	assert_string_equal(t->err, "-o \"a,\": empty FUSE option");
 	assert_int_equal(PARSE(&cl, t->err, "-o", ""), -EINVAL);
 	assert_string_equal(t->err, "-o \"\": empty FUSE option");
+
+	/* Only the very words that lift nosuid or nodev are refused. */
+	assert_int_equal(PARSE(&cl, t->err, "-o", "nosuid,nodev,suidx,devx,xdev"), 0);
+	assert_int_equal(cl.nr_fuse_opts, 5);
+	td_cmdline_free(&cl);
+	assert_int_equal(PARSE(&cl, t->err, "-o", "ro,suid"), -EINVAL);
+	assert_string_equal(t->err,
+			    "-o \"ro,suid\": suid is refused: the disk is always mounted nosuid,nodev");
+	assert_int_equal(cl.nr_fuse_opts, 0);
 }
 
 static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
@@ -1394,6 +1427,12 @@ static void test_cmdline_rejects_unknown_missing_and_positional(void **state)
 	     " suffix)"},
 	    {"--mode", "sq", "--mode \"sq\": must be rq, bio or mq"},
 	    {"--name", "a/b", "--name \"a/b\": must not contain '/'"},
+	    {"--name", "d,allow_other",
+	     "--name \"d,allow_other\": must not contain ',' or '\\' (a mount option would"
+	     " read them)"},
+	    {"-o", "allow_other,suid",
+	     "-o \"allow_other,suid\": suid is refused: the disk is always mounted nosuid,nodev"},
+	    {"-odev", NULL, "-o \"dev\": dev is refused: the disk is always mounted nosuid,nodev"},
 	    {"--image", "", "--image \"\": must not be empty"},
 	    {"--mount=", NULL, "--mount \"\": must not be empty"},
 	    {"-c", "", "-c \"\": must not be empty"},
@@ -2432,6 +2471,7 @@ static void test_config_format_value_reads_back(void **state)
 	    {"drive", "seed", "42"},
 	    {"admin", "socket_mode", "0600"},
 	    {"admin", "socket_group", "root"},
+	    {"admin", "trace_budget", "1G"},
 	    {"drive", "shutdown_timeout_ms", "60000"},
 	};
 	struct tmp *t = *state;

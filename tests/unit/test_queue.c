@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "common/log.h"
+#include "engine/queue_int.h" /* td_queue_inline_depth() */
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -64,6 +65,9 @@ static unsigned int test_nr_hw = TEST_QUEUE_NR_HW;
 /* Generous for valgrind; a deadlock must fail the run, not hang it. */
 #define WATCHDOG_S 900
 #define TRACE_EVENTS 65536
+/* The test's threads, the drive's workers, kblockd and the timer, with room to spare. */
+#define TRACE_THREADS 16
+#define TRACE_BUDGET  (64U << 20)
 
 /* ---- small utilities ------------------------------------------------------------------ */
 
@@ -149,15 +153,21 @@ struct gate {
 	/* The distinct names of the threads that called read or write; lock. */
 	char callers[GATE_MAX_CALLERS][16];
 	unsigned int nr_callers;
+	/* Most queue runs seen on the stack of a thread calling read or write; lock. */
+	unsigned int max_inline_depth;
 };
 
-/* Remember which thread called the backend (by name: td-kblockd, td-timer, ...). */
+/*
+ * Remember which thread called the backend (by name: td-kblockd, td-timer, ...), and
+ * how many queue runs it had on its stack.
+ */
 static void gate_record_caller(struct gate *g)
 {
 	char name[16] = "";
 
 	pthread_getname_np(pthread_self(), name, sizeof(name));
 	pthread_mutex_lock(&g->lock);
+	g->max_inline_depth = TD_MAX(g->max_inline_depth, td_queue_inline_depth());
 	bool known = false;
 
 	for (unsigned int i = 0; i < g->nr_callers; i++)
@@ -382,9 +392,12 @@ static void env_create(struct env *e, const struct env_opts *o)
 	assert_int_equal(err, 0);
 
 	if (o->trace) {
-		e->trace = td_trace_create();
+		e->trace = td_trace_create(TRACE_BUDGET);
 		assert_non_null(e->trace);
-		e->sub = td_trace_subscribe(e->trace, TRACE_EVENTS);
+		e->sub = td_trace_subscribe(e->trace, &(struct td_trace_sub_params){
+							      .ring_events = TRACE_EVENTS,
+							      .nr_rings = TRACE_THREADS,
+						      });
 		assert_non_null(e->sub);
 	}
 	td_queue_params_default(&qp);

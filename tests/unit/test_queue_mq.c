@@ -357,6 +357,102 @@ static void test_mq_write_waiting_for_other_hctxs_tag_is_run_by_its_end(void **s
 	assert_int_equal(deferred, 1);
 }
 
+/* ---- completions run other hctxs: never nested ----------------------------------------- */
+
+struct nest_submitter {
+	struct env *e;
+	struct tbio *t;
+	int cpu;
+	_Atomic bool pinned_failed;
+};
+
+/* Submit one write from @cpu; with an inline drive it executes (and waits at the gate) here. */
+static void *nest_submit_main(void *p)
+{
+	struct nest_submitter *s = p;
+
+	if (!pin_to(s->cpu)) {
+		atomic_store(&s->pinned_failed, true);
+		return NULL;
+	}
+	td_queue_submit(s->e->q, &s->t->bio);
+	return NULL;
+}
+
+/*
+ * One tag, two hctxs, an inline drive. A write of hctx 0 holds the tag at the
+ * drive (the gate) in thread A; a write of hctx 1 finds no tag and waits. When
+ * the first ends, its completion (in A, inside hctx 0's run) frees the tag and
+ * kicks hctx 1. That run used to happen there and then, nested in hctx 0's: the
+ * second write executed with two queue runs on A's stack. Now it runs after
+ * hctx 0's run has returned: one run on the stack at a time, and both writes
+ * land.
+ */
+static void test_mq_completion_runs_other_hctx_after_its_own_run_not_inside(void **state)
+{
+	uint8_t *buf = xmalloc(2 * 4096);
+	struct nest_submitter a;
+	struct tbio t[2];
+	struct env_opts o;
+	struct env e;
+	struct done d;
+	pthread_t th;
+	int cpu[2] = { -1, -1 };
+
+	(void)state;
+	/* Two usable CPUs that map to different hctxs of two (c % 2). */
+	for (unsigned int i = 0; i < nr_usable_cpus && cpu[1] < 0; i++) {
+		if (cpu[0] < 0)
+			cpu[0] = usable_cpus[i];
+		else if (usable_cpus[i] % 2 != cpu[0] % 2)
+			cpu[1] = usable_cpus[i];
+	}
+	if (cpu[1] < 0) {
+		free(buf);
+		skip();
+	}
+	env_opts_default(&o);
+	o.nr_hw_queues = 2;
+	o.depth = 1;
+	o.workers = 0;
+	o.gate = true;
+	o.elevator = "none";
+	env_create(&e, &o);
+	atomic_store(&e.gate->block_writes, true);
+	done_init(&d);
+	for (unsigned int k = 0; k < 2; k++) {
+		fill_range(buf + k * 4096, k * 64, 8, 57);
+		tbio_init(&t[k], &d, TD_OP_WRITE, k * 64, 8, buf + k * 4096);
+	}
+
+	a = (struct nest_submitter){ .e = &e, .t = &t[0], .cpu = cpu[0] };
+	assert_int_equal(pthread_create(&th, NULL, nest_submit_main, &a), 0);
+	assert_true(gate_wait_waiting(e.gate, 1));
+	/* The second write, from the other hctx: no tag, so it waits, and submit returns. */
+	assert_true(pin_to(cpu[1]));
+	td_queue_submit(e.q, &t[1].bio);
+	unpin();
+	assert_int_equal(hctx_status(&e, (unsigned int)cpu[1] % 2).queued, 1);
+	assert_int_equal(done_count(&d), 0);
+
+	atomic_store(&e.gate->block_writes, false);
+	gate_release(e.gate, 1);
+	assert_true(done_wait(&d, 2, WAIT_MS));
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_false(atomic_load(&a.pinned_failed));
+	assert_int_equal(d.errors, 0);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_memory_equal(env_disk(&e, k * 64), buf + k * 4096, 4096);
+	/* Both executed in A (hctx 1 has no other runner), each with one run on the stack. */
+	assert_int_equal(e.gate->max_inline_depth, 1);
+	assert_int_equal(e.gate->nr_callers, 1);
+	/* Nothing is left pinned: the deferred run dropped its count, and the queue drains. */
+	td_queue_drain(e.q);
+	done_destroy(&d);
+	env_destroy(&e);
+	free(buf);
+}
+
 /* ---- two submitters on two CPUs ------------------------------------------------------- */
 
 #define PAIR_WRITES 400
@@ -523,6 +619,7 @@ int main(void)
 	static const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_mq_reset_requeues_commands_of_every_hctx),
 		cmocka_unit_test(test_mq_write_waiting_for_other_hctxs_tag_is_run_by_its_end),
+		cmocka_unit_test(test_mq_completion_runs_other_hctx_after_its_own_run_not_inside),
 		cmocka_unit_test(test_mq_overlapping_writes_from_two_hctxs_never_in_flight_together),
 		cmocka_unit_test(test_mq_elevator_switch_under_load_across_two_hctxs_loses_no_write),
 		cmocka_unit_test(test_mq_depth_resize_across_two_hctxs),

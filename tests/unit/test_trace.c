@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_trace.c - the trace hub: delivery, ordering, overflow accounting, threads.
+ * test_trace.c - the trace hub: delivery, ordering, overflow accounting, threads, and the
+ * memory budget.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "tagdisk/trace.h"
 
@@ -20,6 +24,10 @@
  * failed assertion left behind, and the hub can still be destroyed cleanly.
  */
 #define FX_SUBS 4
+/* Rings of a fixture's subscriber: more than any test's threads alive at once. */
+#define FX_RINGS 8
+/* The fixture hub's budget: room for every test's subscribers. */
+#define FX_BUDGET (64U << 20)
 
 struct trace_fixture {
 	struct td_trace *t;
@@ -31,7 +39,7 @@ static int trace_setup(void **state)
 	struct trace_fixture *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	f->t = td_trace_create();
+	f->t = td_trace_create(FX_BUDGET);
 	assert_non_null(f->t);
 	*state = f;
 	return 0;
@@ -53,7 +61,10 @@ static int trace_teardown(void **state)
 static struct td_trace_sub *fx_subscribe(struct trace_fixture *f, int i, size_t capacity)
 {
 	assert_null(f->subs[i]);
-	f->subs[i] = td_trace_subscribe(f->t, capacity);
+	f->subs[i] = td_trace_subscribe(f->t, &(struct td_trace_sub_params){
+						      .ring_events = capacity,
+						      .nr_rings = FX_RINGS,
+					      });
 	assert_non_null(f->subs[i]);
 	return f->subs[i];
 }
@@ -253,18 +264,236 @@ static void test_trace_capacity_zero_and_one_hold_one_event(void **state)
 	assert_int_equal(dropped, 2);
 }
 
-static void test_trace_subscribe_too_large_fails_with_enomem(void **state)
+/* A subscriber of one ring of @events, in @f's slot @i. */
+static struct td_trace_sub *fx_subscribe_rings(struct trace_fixture *f, int i, size_t events,
+					       unsigned int nr_rings)
+{
+	assert_null(f->subs[i]);
+	f->subs[i] = td_trace_subscribe(f->t, &(struct td_trace_sub_params){
+						      .ring_events = events,
+						      .nr_rings = nr_rings,
+					      });
+	assert_non_null(f->subs[i]);
+	return f->subs[i];
+}
+
+static void test_trace_ring_rounding_never_passes_the_cap(void **state)
+{
+	struct trace_fixture *f = *state;
+	/* 64 MiB of events (what `trace buffer_kib=65536` asks) rounds up past the cap. */
+	size_t asked = (64U << 20) / sizeof(struct td_trace_event);
+	size_t cap_bytes = td_trace_sub_cost(TD_TRACE_RING_EVENTS_MAX, 1);
+	struct td_trace_sub *sub;
+
+	assert_true(asked > TD_TRACE_RING_EVENTS_MAX);
+	assert_true(cap_bytes < FX_BUDGET);
+	assert_int_equal(td_trace_sub_cost(asked, 1), cap_bytes);
+	assert_int_equal(td_trace_sub_cost(SIZE_MAX, 1), cap_bytes);
+	/* Below the cap it rounds up: 5 -> 8, as the ring tests below rely on. */
+	assert_true(td_trace_sub_cost(5, 1) == td_trace_sub_cost(8, 1));
+	assert_true(td_trace_sub_cost(9, 1) == td_trace_sub_cost(16, 1));
+
+	sub = fx_subscribe_rings(f, 0, asked, 1);
+	assert_int_equal(td_trace_sub_ring_events(sub), TD_TRACE_RING_EVENTS_MAX);
+	assert_int_equal(td_trace_sub_bytes(sub), cap_bytes);
+	/* The ring and its counters, rounded to pages: no more. */
+	assert_true(cap_bytes <= (size_t)TD_TRACE_RING_EVENTS_MAX * sizeof(struct td_trace_event) +
+					  65536);
+	fx_unsubscribe(f, 0);
+	sub = fx_subscribe_rings(f, 0, SIZE_MAX, 1);
+	assert_int_equal(td_trace_sub_ring_events(sub), TD_TRACE_RING_EVENTS_MAX);
+}
+
+static void test_trace_nr_rings_out_of_range_fails_with_einval(void **state)
 {
 	struct trace_fixture *f = *state;
 
 	errno = 0;
-	assert_null(td_trace_subscribe(f->t, SIZE_MAX));
-	assert_int_equal(errno, ENOMEM);
+	assert_null(td_trace_subscribe(f->t, &(struct td_trace_sub_params){ .ring_events = 4 }));
+	assert_int_equal(errno, EINVAL);
 	errno = 0;
-	/* The smallest capacity whose ring size in bytes could overflow. */
-	assert_null(td_trace_subscribe(f->t, SIZE_MAX / 2 / sizeof(struct td_trace_event) + 1));
-	assert_int_equal(errno, ENOMEM);
+	assert_null(td_trace_subscribe(f->t, &(struct td_trace_sub_params){
+						     .ring_events = 4,
+						     .nr_rings = TD_TRACE_MAX_THREADS + 1,
+					     }));
+	assert_int_equal(errno, EINVAL);
 	assert_int_equal(nr_subs(f->t), 0);
+}
+
+/* Return: how many of the pages of [@p, @p + @len) are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (len + page - 1) / page;
+	unsigned char *vec = malloc(n);
+	size_t resident = 0;
+
+	assert_non_null(vec);
+	assert_int_equal(mincore((void *)p, len, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		resident += vec[i] & 1;
+	free(vec);
+	return resident;
+}
+
+static void test_trace_subscribe_makes_every_ring_resident(void **state)
+{
+	struct trace_fixture *f = *state;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct td_trace_sub *sub = fx_subscribe_rings(f, 0, 65536, 4);
+	size_t bytes = td_trace_sub_bytes(sub);
+	size_t used;
+
+	/* The subscriber is its mapping's first bytes (trace.c), and all of it is there now. */
+	assert_int_equal(bytes % page, 0);
+	assert_true(bytes >= 4 * 65536 * sizeof(struct td_trace_event));
+	assert_int_equal(resident_pages(sub, bytes), bytes / page);
+	assert_int_equal(td_trace_budget(f->t, &used), FX_BUDGET);
+	assert_int_equal(used, bytes);
+	fx_unsubscribe(f, 0);
+	assert_int_equal(td_trace_budget(f->t, &used), FX_BUDGET);
+	assert_int_equal(used, 0);
+}
+
+/* /proc/self/statm's first field: the pages mapped. */
+static unsigned long vm_pages(void)
+{
+	unsigned long size = 0;
+	FILE *fp = fopen("/proc/self/statm", "r");
+
+	assert_non_null(fp);
+	assert_int_equal(fscanf(fp, "%lu", &size), 1);
+	fclose(fp);
+	return size;
+}
+
+struct first_emit {
+	struct td_trace *t;
+	size_t heap_before, heap_after;
+	unsigned long vm_before, vm_after;
+};
+
+/* A new thread's first events: measured around them, in the thread itself. */
+static void *first_emit_main(void *arg)
+{
+	struct first_emit *fe = arg;
+	struct mallinfo2 mi;
+
+	/* Once first: the thread's own malloc state is set up by its first fopen(). */
+	(void)vm_pages();
+	mi = mallinfo2();
+	fe->heap_before = mi.uordblks + mi.hblkhd;
+	fe->vm_before = vm_pages();
+	for (uint64_t i = 0; i < 100; i++)
+		emit_seq(fe->t, i);
+	mi = mallinfo2();
+	fe->heap_after = mi.uordblks + mi.hblkhd;
+	fe->vm_after = vm_pages();
+	return NULL;
+}
+
+static void test_trace_emit_allocates_nothing(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[128];
+	uint64_t dropped = 1;
+	struct first_emit fe = { .t = f->t };
+	pthread_t th;
+
+	fx_subscribe_rings(f, 0, 65536, 4);
+	fx_subscribe_rings(f, 1, 65536, 4);
+	assert_int_equal(pthread_create(&th, NULL, first_emit_main, &fe), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	/* The thread took a ring in each subscriber: not a byte of heap, not a page mapped. */
+	assert_int_equal(fe.heap_after, fe.heap_before);
+	/* valgrind maps memory of its own as the program runs: there, only the heap counts. */
+	if (!strstr(getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "", "vgpreload"))
+		assert_int_equal(fe.vm_after, fe.vm_before);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(td_trace_read(f->t, f->subs[i], out, TD_ARRAY_SIZE(out), &dropped),
+				 100);
+		assert_int_equal(dropped, 0);
+	}
+}
+
+static void test_trace_subscribers_share_one_budget(void **state)
+{
+	struct trace_fixture *f = *state;
+	size_t one = td_trace_sub_cost(4096, 4);
+	struct td_trace *t = td_trace_create(3 * one);
+	struct td_trace_sub *subs[4] = { 0 };
+	struct td_trace_sub_params p = { .ring_events = 4096, .nr_rings = 4 };
+	size_t used;
+
+	(void)f;
+	assert_non_null(t);
+	for (int i = 0; i < 3; i++) {
+		subs[i] = td_trace_subscribe(t, &p);
+		assert_non_null(subs[i]);
+		assert_int_equal(td_trace_sub_bytes(subs[i]), one);
+	}
+	assert_int_equal(td_trace_budget(t, &used), 3 * one);
+	assert_int_equal(used, 3 * one);
+	/* The fourth does not fit: refused, nothing taken. */
+	errno = 0;
+	assert_null(td_trace_subscribe(t, &p));
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(nr_subs(t), 3);
+	td_trace_budget(t, &used);
+	assert_int_equal(used, 3 * one);
+	/* One leaves: its memory is back, and the next one fits. */
+	td_trace_unsubscribe(t, subs[1]);
+	subs[1] = td_trace_subscribe(t, &p);
+	assert_non_null(subs[1]);
+	for (int i = 0; i < 3; i++)
+		td_trace_unsubscribe(t, subs[i]);
+	td_trace_budget(t, &used);
+	assert_int_equal(used, 0);
+	td_trace_destroy(t);
+}
+
+static void test_trace_a_subscriber_that_allows_it_gets_smaller_rings(void **state)
+{
+	size_t big = td_trace_sub_cost(65536, 4);
+	size_t small = td_trace_sub_cost(8192, 4);
+	struct td_trace_sub_params p = { .ring_events = 65536, .min_ring_events = 1024,
+					 .nr_rings = 4 };
+	struct td_trace *t;
+	struct td_trace_sub *a, *b;
+	size_t used;
+
+	(void)state;
+	/* Room for one subscriber of 65536 events per ring, and one of 8192. */
+	t = td_trace_create(big + small);
+	assert_non_null(t);
+	a = td_trace_subscribe(t, &p);
+	assert_non_null(a);
+	assert_int_equal(td_trace_sub_ring_events(a), 65536);
+	/* The next one gets the largest power of two that fits. */
+	b = td_trace_subscribe(t, &p);
+	assert_non_null(b);
+	assert_int_equal(td_trace_sub_ring_events(b), 8192);
+	assert_int_equal(td_trace_sub_bytes(b), small);
+	td_trace_budget(t, &used);
+	assert_int_equal(used, big + small);
+	/* Nothing left: refused, with or without a minimum. */
+	errno = 0;
+	assert_null(td_trace_subscribe(t, &p));
+	assert_int_equal(errno, ENOSPC);
+	p.min_ring_events = 0;
+	p.ring_events = 1;
+	errno = 0;
+	assert_null(td_trace_subscribe(t, &p));
+	assert_int_equal(errno, ENOSPC);
+	/* A minimum above what fits is refused too, not given less. */
+	td_trace_unsubscribe(t, b);
+	p.ring_events = 65536;
+	p.min_ring_events = 16384;
+	errno = 0;
+	assert_null(td_trace_subscribe(t, &p));
+	assert_int_equal(errno, ENOSPC);
+	td_trace_unsubscribe(t, a);
+	td_trace_destroy(t);
 }
 
 static void test_trace_two_subscribers_each_get_every_event(void **state)
@@ -359,7 +588,10 @@ static void *mt_churn_main(void *arg)
 	uint64_t dropped;
 
 	while (atomic_load(c->finished) < MT_EMITTERS) {
-		struct td_trace_sub *sub = td_trace_subscribe(c->t, 16);
+		struct td_trace_sub *sub = td_trace_subscribe(c->t, &(struct td_trace_sub_params){
+								      .ring_events = 16,
+								      .nr_rings = FX_RINGS,
+							      });
 
 		if (!sub) {
 			c->failed = true;
@@ -569,20 +801,39 @@ static void test_trace_subscribers_beyond_the_maximum_get_ebusy(void **state)
 {
 	struct trace_fixture *f = *state;
 	struct td_trace_sub *subs[TD_TRACE_MAX_SUBS];
+	struct td_trace_sub_params p = { .ring_events = 4, .nr_rings = 1 };
 
 	for (int i = 0; i < TD_TRACE_MAX_SUBS; i++) {
-		subs[i] = td_trace_subscribe(f->t, 4);
+		subs[i] = td_trace_subscribe(f->t, &p);
 		assert_non_null(subs[i]);
 	}
 	errno = 0;
-	assert_null(td_trace_subscribe(f->t, 4));
+	assert_null(td_trace_subscribe(f->t, &p));
 	assert_int_equal(errno, EBUSY);
 	td_trace_unsubscribe(f->t, subs[3]);
-	subs[3] = td_trace_subscribe(f->t, 4);
+	subs[3] = td_trace_subscribe(f->t, &p);
 	assert_non_null(subs[3]);
 	for (int i = 0; i < TD_TRACE_MAX_SUBS; i++)
 		td_trace_unsubscribe(f->t, subs[i]);
 	assert_int_equal(nr_subs(f->t), 0);
+}
+
+static void test_trace_threads_beyond_the_rings_lose_their_events_counted(void **state)
+{
+	struct trace_fixture *f = *state;
+	struct td_trace_event out[64];
+	uint64_t dropped = 0;
+	struct td_trace_sub *sub = fx_subscribe_rings(f, 0, 16, 2);
+	struct stamp_thread th[3];
+
+	/* Three threads alive together, two rings: one thread's 10 events are lost, and said. */
+	for (int i = 0; i < 3; i++)
+		th[i] = (struct stamp_thread){ .t = f->t, .id = i, .first = (uint64_t)i, .step = 3,
+					       .count = 10 };
+	run_stamp_threads(th, 3);
+	assert_int_equal(td_trace_read(f->t, sub, out, TD_ARRAY_SIZE(out), &dropped), 20);
+	assert_int_equal(dropped, 10);
+	assert_int_equal(td_trace_dropped(f->t), 10);
 }
 
 #define TRACE_TEST(fn) cmocka_unit_test_setup_teardown(fn, trace_setup, trace_teardown)
@@ -597,7 +848,12 @@ int main(void)
 		TRACE_TEST(test_trace_ring_wraps_around_keeping_order),
 		TRACE_TEST(test_trace_overflow_drops_newest_and_counts_exactly),
 		TRACE_TEST(test_trace_capacity_zero_and_one_hold_one_event),
-		TRACE_TEST(test_trace_subscribe_too_large_fails_with_enomem),
+		TRACE_TEST(test_trace_ring_rounding_never_passes_the_cap),
+		TRACE_TEST(test_trace_nr_rings_out_of_range_fails_with_einval),
+		TRACE_TEST(test_trace_subscribe_makes_every_ring_resident),
+		TRACE_TEST(test_trace_emit_allocates_nothing),
+		TRACE_TEST(test_trace_subscribers_share_one_budget),
+		cmocka_unit_test(test_trace_a_subscriber_that_allows_it_gets_smaller_rings),
 		TRACE_TEST(test_trace_two_subscribers_each_get_every_event),
 		TRACE_TEST(test_trace_unsubscribe_stops_delivery),
 		TRACE_TEST(test_trace_concurrent_emitters_lose_nothing_unaccounted),
@@ -606,6 +862,7 @@ int main(void)
 		TRACE_TEST(test_trace_read_until_leaves_later_events_for_the_next_read),
 		TRACE_TEST(test_trace_threads_that_exit_give_their_slot_back),
 		TRACE_TEST(test_trace_subscribers_beyond_the_maximum_get_ebusy),
+		TRACE_TEST(test_trace_threads_beyond_the_rings_lose_their_events_counted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
