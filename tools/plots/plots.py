@@ -3,22 +3,25 @@
 """make plots: the README's pictures, drawn from real runs (Debian's python3-matplotlib).
 
     tools/plots/plots.py [--build DIR] [--out DIR] [--seconds N] [--work DIR]
-    tools/plots/plots.py --redraw WORK [--out DIR]
+                         [--bench RESULT.json]
+    tools/plots/plots.py --redraw WORK [--out DIR] [--bench RESULT.json]
 
   elevator.svg  the elevator: noop vs deadline at tag depth 1 (the host sorts)
   tcq.svg       tagged queueing: tag depth 1 vs 32 with noop (the drive sorts)
   reset.svg     a reset and a command timeout under fio verify: nothing lost
-  bench.svg     `make bench`'s table as ratios, from the saved result bench.json in --out
-                (tools/plots/bench_chart.py; `make bench` draws it next to its own output)
+  bench.svg     `make bench`'s table as ratios, from the saved result OUT/bench.json, or
+                from --bench RESULT.json, which is copied there (tools/plots/bench_chart.py;
+                `make bench` draws the same chart next to its own report)
 
 The first two share their load, 4 KiB random reads at fio QD32 on the HDD latency model
 (4 GiB, 7200 rpm), and their baseline run (noop, tag depth 1), so three traced runs of
 --seconds each make them. Every picture's caption is computed from its runs, written under
 its title and into the SVG's metadata, and collected in OUT/captions.md.
 
-Needs root, /dev/fuse, fio and a built tree. --work keeps the runs' traces and reports in
-that directory (else a temporary one is removed); --redraw draws from such a directory
-without running anything. TD_PLOTS_PNG=1 also writes a PNG beside each SVG.
+Needs root, /dev/fuse, fio and a built tree; make plots passes BUILD, PLOTS_SECONDS and
+PLOTS_OUT (the defaults of --build, --seconds and --out). --work keeps the runs' traces
+and reports in that directory (else a temporary one is removed); --redraw draws from such
+a directory without running anything. TD_PLOTS_PNG=1 also writes a PNG beside each SVG.
 """
 import argparse
 import json
@@ -496,6 +499,10 @@ def check_reset(run, a):
                         f"resets and {st['timeouts']} timeouts counted (want 2, 2, 1)")
     if a["requeued"] != st["requeued"]:
         problems.append(f"{a['requeued']} R events, the daemon counted {st['requeued']}")
+    said = [m["requeued"] for m in run.meta.get("marks", []) if m["what"] == "reset"]
+    if a["bursts"] and said != [a["bursts"][0][1]]:
+        problems.append(f"reset replied requeued {said}, the trace has "
+                        f"{a['bursts'][0][1]} R events at that reset")
     if a["queued"] != a["completed"]:
         problems.append(f"{a['queued']} bios queued, {a['completed']} completed")
     if run.fio_errors or st["errors"] or run.fio_reads != run.fio_writes:
