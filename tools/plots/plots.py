@@ -436,9 +436,10 @@ def reset_figure(run, out):
     ax.axhline(run.meta["timeout_ms"], color=tdplot.GREY, ls="--", lw=1,
                label=f"command_timeout_ms = {run.meta['timeout_ms']}")
     if a["hung"]:
-        ax.annotate("inject hang", (a["hung"][0], 0), xytext=(-4, 30),
-                    textcoords="offset points", ha="right", fontsize=9.5, color=tdplot.PURPLE,
-                    fontweight="bold", arrowprops={"arrowstyle": "->", "color": tdplot.PURPLE})
+        ax.axvline(a["hung"][0], color=tdplot.PURPLE, lw=1.2, ls=":", zorder=3)
+        ax.annotate("inject hang", (a["hung"][0], 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(-4, -3), textcoords="offset points", ha="right", va="top",
+                    fontsize=9.5, color=tdplot.PURPLE, fontweight="bold")
     ax.set_ylim(0, max(run.meta["timeout_ms"], ages.max()) * 1.2)
     ax.set_ylabel("ms")
     ax.set_xlabel("time (s)")
