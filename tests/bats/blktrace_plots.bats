@@ -70,9 +70,10 @@ print(d[0] if d else "")' "$1"
 	run -0 make -s -n -C "$TD_ROOT" plots BUILD="$TD_BUILD"
 	grep -q 'tools/plots/plots.py' <<<"$output"
 
-	run -0 --separate-stderr env PLOTS_SECONDS=2 TMPDIR="$TD_DIR" "$PLOTS" \
+	run env PLOTS_SECONDS=2 TMPDIR="$TD_DIR" "$PLOTS" \
 		--build "$TD_BUILD" --out "$TD_DIR/img" --bench "$TD_ROOT/docs/img/bench.json"
 	echo "$output" | cut -c1-200 | sed 's/^/# /' >&3
+	[ "$status" -eq 0 ]
 	# Each traced run wrote events; the tracer fails the run if the daemon dropped any.
 	local r
 	for r in depth1 deadline depth32 reset; do
