@@ -323,6 +323,12 @@ def reset_analysis(run):
         if sel.any():
             i = np.where(sel)[0][-1]
             a["hung"] = (float(since[i]), bursts[1][0])
+    # The longest time without a completion while the command hung.
+    a["stall"] = 0.0
+    if a["hung"]:
+        h0, h1 = a["hung"]
+        t = [h0] + [e.t for e in run.done if h0 < e.t < h1] + [h1]
+        a["stall"] = max(y - x for x, y in zip(t, t[1:]))
     # Every bio queued was completed: what the trace says of "nothing lost".
     a["queued"] = sum(1 for e in ev if e.action == "Q")
     a["completed"] = len(run.q2c)
@@ -344,6 +350,10 @@ def thin(occ, step, keep):
     return both[np.argsort(both[:, 0], kind="stable")]
 
 
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def reset_text(run, a):
     st = run.stats
     b = a["bursts"]
@@ -353,17 +363,22 @@ def reset_text(run, a):
              f"{run.meta['depth']} commands at the drive, the rest waiting in the queue."]
     if len(b) >= 1:
         parts.append(f"At {b[0][0]:.2f} s tagdiskctl reset invalidates every tag and "
-                     f"requeues {b[0][1]} requests; the drive has all its tags again "
+                     f"requeues {plural(b[0][1], 'request')}; the drive has all its tags again "
                      f"{a['refill_ms'][0]:.1f} ms later.")
     if a["hung"]:
         h0, h1 = a["hung"]
-        parts.append(f"At {h0:.2f} s inject hang makes the drive hold one command; the "
-                     f"others go on completing; {h1 - h0:.2f} s later (command_timeout_ms = "
-                     f"{run.meta['timeout_ms']}) the timer resets the drive, requeueing "
-                     f"{b[1][1]}.")
+        stall = a["stall"]
+        meanwhile = ("the others go on completing" if stall < 0.25 else
+                     f"the others complete, then fio, which must read that block back, waits "
+                     f"for it: {stall:.2f} s without a completion")
+        parts.append(f"At {h0:.2f} s inject hang makes the drive hold one command; "
+                     f"{meanwhile}; {h1 - h0:.2f} s after the hang (command_timeout_ms = "
+                     f"{run.meta['timeout_ms']}) the timer resets the drive and requeues "
+                     f"{plural(b[1][1], 'request')}.")
     parts.append(f"fio verified {run.fio_reads} of the {run.fio_writes} blocks it wrote, "
                  f"{run.fio_errors} errors; each of the {a['queued']} bios queued completed "
-                 f"once; the daemon counted {st['resets']} resets, {st['timeouts']} timeout, "
+                 f"once; the daemon counted {plural(st['resets'], 'reset')}, "
+                 f"{plural(st['timeouts'], 'timeout')}, "
                  f"{st['requeued']} requeued, {st['errors']} errors.")
     return title, " ".join(parts)
 
@@ -383,8 +398,8 @@ def reset_figure(run, out):
     title, caption = reset_text(run, a)
     fig = plt.figure(figsize=(13, 9.4))
     top = tdplot.header(fig, title, caption)
-    gs = fig.add_gridspec(3, 2, height_ratios=[1.2, 1, 1], width_ratios=[2.6, 1], top=top,
-                          bottom=0.065, left=0.06, right=0.985, hspace=0.62, wspace=0.16)
+    gs = fig.add_gridspec(3, 2, height_ratios=[1.2, 1, 1], width_ratios=[2.4, 1], top=top,
+                          bottom=0.065, left=0.06, right=0.985, hspace=0.62, wspace=0.14)
     occ = a["occ"]
     bursts = a["bursts"]
     names = ["tagdiskctl reset", "timeout reset"]
@@ -454,7 +469,8 @@ def reset_figure(run, out):
             ax.set_visible(False)
             continue
         t, nr = bursts[i]
-        lo, hi = t - 0.003, t + 0.007
+        refill = a["refill_ms"][i] / 1e3
+        lo, hi = t - 0.003, t + max(0.007, refill * 1.4 if refill == refill else 0)
         keep = (occ[:, 0] >= lo) & (occ[:, 0] <= hi)
         prev = occ[occ[:, 0] < lo]
         first = prev[-1] if len(prev) else occ[0]
@@ -467,8 +483,8 @@ def reset_figure(run, out):
         ax.set_xlim((lo - t) * 1e3, (hi - t) * 1e3)
         ax.set_ylim(0, total.max() * 1.15)
         ax.set_xlabel(f"ms from the {names[i]}")
-        ax.set_title(f"Close-up: {names[i]}\n{nr} tags dropped, all back in "
-                     f"{a['refill_ms'][i]:.1f} ms", loc="left")
+        ax.set_title(f"Close-up: {names[i]}\n{nr} requeued, tags refilled in "
+                     f"{a['refill_ms'][i]:.1f} ms", loc="left", fontsize=10)
 
     ax = fig.add_subplot(gs[2, 1])
     ax.axis("off")
