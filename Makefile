@@ -218,11 +218,14 @@ BENCH_ENGINE_SECONDS ?= 1
 bench-engine: $(BUILD)/bench/bench_engine
 	@$(BUILD)/bench/bench_engine $(BENCH_ENGINE_SECONDS)
 
-# The README's pictures (docs/img/*.svg): the HDD model traced under fio, drawn by iowatcher.
-# Root, /dev/fuse, fio and blktrace; PLOTS_SECONDS per run (default 10), PLOTS_OUT.
+# The README's pictures (docs/img/*.svg), drawn by tools/plots/plots.py with Debian's
+# python3-matplotlib from real runs: the HDD model traced under fio (elevator, tagged
+# queueing), a reset and a command timeout under fio verify, and the chart of the saved
+# `make bench` result docs/img/bench.json. Root, /dev/fuse, fio; PLOTS_SECONDS per traced
+# run (default 10), PLOTS_OUT (default docs/img).
 .PHONY: plots
 plots: all
-	@BUILD=$(BUILD) docs/plots.sh
+	@BUILD=$(BUILD) tools/plots/plots.py
 
 # ---- fuzzing (libFuzzer; clang and libclang-rt-14-dev) -----------------------------------
 #   make fuzz         every harness for FUZZ_SECONDS from its seed corpus, then its kept

@@ -38,7 +38,14 @@ IOPS ratio and dropped events), and the HDD model experiment (TCQ depth 1 vs 32;
 deadline on a mixed load); these three leave tagdiskd's transport at its default (auto)
 and print the one it chose.
 
+The report also goes to OUT/bench.txt (--out, default BUILD/bench), the table's medians to
+OUT/bench.json, and the table as a chart, IOPS per job as ratios to the raw file and to the
+pass-through of the same transport, to OUT/bench.svg (tools/plots/bench_chart.py, with
+Debian's python3-matplotlib). --chart RESULT.json draws the chart again from a saved result
+without running anything.
+
 Usage: bench/bench.py [--build DIR] [--on-disk] [--runtime S] [--rounds N] [--size SIZE]
+                      [--out DIR] | --chart RESULT.json [--out DIR]
 """
 import argparse
 import json
@@ -51,6 +58,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH_CHART = os.path.join(os.path.dirname(HERE), "tools", "plots", "bench_chart.py")
 
 JOBS = [
     # name, rw, bs, iodepth (per fio job), extra, numjobs
@@ -200,6 +210,56 @@ def verdict(ok):
     return "met" if ok else "NOT met"
 
 
+class Tee:
+    """stdout that also goes to a file: the report next to its chart."""
+
+    def __init__(self, stream, path):
+        self.stream = stream
+        self.file = open(path, "w")
+
+    def write(self, text):
+        self.stream.write(text)
+        self.file.write(text)
+
+    def flush(self):
+        self.stream.flush()
+        self.file.flush()
+
+
+def draw_chart(result, out_dir):
+    """Draw OUT/bench.svg from a saved result. A missing matplotlib costs the chart only."""
+    svg = os.path.join(out_dir, "bench.svg")
+    r = subprocess.run([BENCH_CHART, result, svg], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"bench: no chart: {(r.stderr or r.stdout).strip()}", flush=True)
+        return False
+    print(f"chart: {svg} (from {result})", flush=True)
+    return True
+
+
+def save_result(path, a, jobs, job_targets_, med, cpu_us):
+    """The table's medians, what bench_chart.py draws."""
+    res = {}
+    for job in jobs:
+        j = job[0]
+        res[j] = {t: {"iops": med(t, j, "iops"), "mb_s": med(t, j, "bw") / 1e6,
+                      "p99_us": med(t, j, "p99"), "cpu_us_per_io": cpu_us(t, j)}
+                  for t in job_targets_(j)}
+    u = os.uname()
+    saved = {"format": "tagdisk-bench 1",
+             "date": time.strftime("%Y-%m-%d"),
+             "machine": f"{os.cpu_count()} CPUs, {u.sysname} {u.release}",
+             "runtime_s": a.runtime, "rounds": a.rounds, "size": a.size,
+             "images": "disk" if a.on_disk else "tmpfs",
+             "jobs": [job[0] for job in jobs],
+             "targets": {job[0]: job_targets_(job[0]) for job in jobs},
+             "references": ["raw"], "results": res}
+    with open(path + ".tmp", "w") as f:
+        json.dump(saved, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
@@ -215,7 +275,15 @@ def main():
     ap.add_argument("--trace-runtime", type=int, default=10, help="seconds per trace-row run")
     ap.add_argument("--workers", type=int, default=None,
                     help="[drive] workers for the tagdiskd targets (default: the daemon's)")
+    ap.add_argument("--out", help="where bench.txt, bench.json and bench.svg go "
+                    "(default: BUILD/bench)")
+    ap.add_argument("--chart", metavar="RESULT.json",
+                    help="only draw OUT/bench.svg from a saved result")
     a = ap.parse_args()
+    out_dir = os.path.abspath(a.out or os.path.join(a.build, "bench"))
+    if a.chart:
+        os.makedirs(out_dir, exist_ok=True)
+        return 0 if draw_chart(os.path.abspath(a.chart), out_dir) else 1
     if a.rbd:
         import bench_rbd
         return bench_rbd.main(a)
@@ -235,6 +303,8 @@ def main():
     if a.only_hdd:
         hdd_experiment(tagdiskd, a)
         return
+    os.makedirs(out_dir, exist_ok=True)
+    sys.stdout = Tee(sys.stdout, os.path.join(out_dir, "bench.txt"))
     work = tempfile.mkdtemp(prefix="tagdisk-bench.", dir="/var/tmp" if a.on_disk else None)
     tmpfs = None
     if not a.on_disk:
@@ -340,6 +410,11 @@ def main():
                 print(f"{j:<23} {t:<17} {iops:9.0f} {mbs:8.1f} {p99:8.0f} {cs} "
                       f"{fmt_ratio(iops, raw_iops):>5} {xpass:>5} {xcl:>8} {cx:>9} {cuc:>7}")
             print()
+
+        result = os.path.join(out_dir, "bench.json")
+        save_result(result, a, JOBS, job_targets, med, cpu_us)
+        draw_chart(result, out_dir)
+        print()
 
         def ratio(t, u, j):
             d = med(u, j, "iops")
@@ -547,4 +622,4 @@ def hdd_experiment(tagdiskd, a):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

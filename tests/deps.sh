@@ -8,7 +8,7 @@ packages=(
 	libfuse3-dev liburing-dev fuse3 libiniparser-dev libcmocka-dev libjson-c-dev
 	bats bats-assert bats-support
 	fio valgrind e2fsprogs util-linux kmod procps psmisc
-	python3 jq blktrace systemd man-db groff-base locales
+	python3 python3-matplotlib jq blktrace systemd man-db groff-base locales
 	clang libclang-rt-14-dev
 	librbd-dev libnbd-dev nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
 )
