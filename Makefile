@@ -150,7 +150,14 @@ check-bats: all
 	@tests/run-tests.sh $(BUILD) bats
 
 .PHONY: unit-tests
-unit-tests: check-headers $(UNIT_TESTS)
+unit-tests: check-headers $(UNIT_TESTS) $(BUILD)/tests/libslowtrim.so
+
+# An LD_PRELOAD shim for the integration tests (tests/tools/slow_trim.c): not instrumented,
+# whatever the build, since it is loaded into instrumented daemons.
+$(BUILD)/tests/libslowtrim.so: tests/tools/slow_trim.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) -shared -fPIC -O2 -D_GNU_SOURCE $(TD_WARN) -o $@ $< -ldl
 
 SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 # ---- sanitizer and valgrind runs of the daemon (begin) -------------------------------------

@@ -199,6 +199,8 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 
 		td_admin_put_u64(out, o, "uring_entries", ts.entries);
 		td_admin_put_u64(out, o, "uring_helpers", ts.helpers);
+		td_admin_put_u64(out, o, "uring_trims", ts.trims);
+		td_admin_put_u64(out, o, "uring_trim_kept", ts.trim_kept);
 		for (unsigned int i = 0; i < ts.nr_queues && i < TD_ARRAY_SIZE(ts.queue_requests); i++)
 			td_admin_append_u64(out, q, ts.queue_requests[i]);
 	}

@@ -129,9 +129,11 @@ void td_daemonize_ready(void);
 
 /*
  * The child could not serve (it has logged why): the parent will exit 1 once
- * this process has exited. Does nothing in a process that did not daemonize.
+ * this process has exited, or 2 when @unservable (the configuration asks for
+ * what this machine cannot give: an explicit transport uring). Does nothing
+ * in a process that did not daemonize.
  */
-void td_daemonize_failed(void);
+void td_daemonize_failed(bool unservable);
 
 /* Before exiting: pass the last log lines to syslog and stop forwarding. */
 void td_daemonize_end(void);

@@ -373,6 +373,13 @@ static const struct td_fuse_ops fe_fuse_ops = {
 
 /* ---- the front end's life -------------------------------------------------------------- */
 
+int td_frontend_start(struct td_frontend *fe)
+{
+	int ret = td_fuse_session_start(fe->sess);
+
+	return ret ? ret : td_fuse_session_wait_ready(fe->sess);
+}
+
 int td_frontend_run(struct td_frontend *fe)
 {
 	return td_fuse_session_run(fe->sess);
@@ -403,13 +410,14 @@ void td_frontend_transport_stats(struct td_frontend *fe, struct td_fuse_transpor
 	td_fuse_session_transport_stats(fe->sess, st);
 }
 
-struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
+struct td_frontend *td_frontend_create(const struct td_frontend_params *p, int *errnum, char *err,
 				       size_t errlen)
 {
 	/* Aligned: the fe_io free lists are on lines of their own. */
 	struct td_frontend *fe = aligned_alloc(_Alignof(struct td_frontend), sizeof(*fe));
 	char *fsname = NULL;
 
+	*errnum = -ENOMEM;
 	if (!fe) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -451,7 +459,7 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 					      td_drive_is_inline(td_queue_drive(p->q))),
 	};
 
-	fe->sess = td_fuse_session_create(&sp, err, errlen);
+	fe->sess = td_fuse_session_create(&sp, errnum, err, errlen);
 	if (!fe->sess)
 		goto out_free;
 	free(fsname);

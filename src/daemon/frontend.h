@@ -22,8 +22,9 @@
  * and move their data in buffers of a pool (bufpool.h: at most 28 MiB of
  * free buffers are kept after a burst; the rest is unmapped).
  *
- * Lifetime: create (mounts), run (serves until stopped or unmounted), then
- * the owner drains the queue, unmounts and destroys.
+ * Lifetime: create (mounts), start (INIT answered), run (serves until
+ * stopped or unmounted), then the owner drains the queue, unmounts and
+ * destroys.
  * LOCKING: internal; td_frontend_stop() may be called from any thread.
  */
 #ifndef TAGDISK_FRONTEND_H
@@ -59,10 +60,18 @@ struct td_frontend;
 
 /*
  * Create the session and mount it. Return: the front end, or NULL with a
- * message in @err (the mount point is left untouched on failure).
+ * message in @err and a negative errno in *@errnum (the mount point is left
+ * untouched on failure; -EOPNOTSUPP: transport uring cannot be had).
  */
-struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
-				       size_t errlen) td_nonnull(1, 2);
+struct td_frontend *td_frontend_create(const struct td_frontend_params *p, int *errnum, char *err,
+				       size_t errlen) td_nonnull(1, 2, 3);
+
+/*
+ * Start serving and wait until FUSE_INIT is answered and the transport
+ * settled. Return: 0, or a negative errno (-EOPNOTSUPP: transport uring was
+ * asked for and the kernel did not give it); then stop and run to unwind.
+ */
+int td_frontend_start(struct td_frontend *fe) td_nonnull(1);
 
 /*
  * Serve until td_frontend_stop() or an unmount. Returns after every FUSE

@@ -22,16 +22,17 @@
  *    state, so nothing is lost by bypassing it for this one opcode.
  *
  * FUSE over io_uring (fuse_uring.h) sits beside it, asked for with
- * transport: the session answers FUSE_INIT with FUSE_OVER_IO_URING when the
- * kernel offers it, starts one ring queue per CPU, and hands each request
- * arriving on a ring to libfuse exactly like one read here, with the same
- * ops; the replies (sent by libfuse through the session's custom I/O hook,
- * on whatever thread) go back to the ring entry they came from. /dev/fuse
- * keeps INIT, FORGET, INTERRUPT and notifications, and everything when the
- * ring is not in use.
+ * transport: the rings are made before mounting, the session answers
+ * FUSE_INIT with FUSE_OVER_IO_URING when the kernel offers it, and hands each
+ * request arriving on a ring to libfuse exactly like one read here, with the
+ * same ops; the replies (sent by libfuse through the session's custom I/O
+ * hook, on whatever thread) go back to the ring entry they came from.
+ * /dev/fuse keeps INIT, FORGET, INTERRUPT and notifications, and everything
+ * when the ring is not in use.
  *
- * Lifetime: create (mounts), run (serves until stopped or unmounted), then
- * unmount and destroy; the ops, their userdata and the pool must outlive the
+ * Lifetime: create (mounts), start (the first loop thread: FUSE_INIT is
+ * answered), wait_ready (the transport is settled), run (serves until
+ * stopped or unmounted), then unmount and destroy; the ops, their userdata and the pool must outlive the
  * session. LOCKING: internal; td_fuse_session_stop() and
  * td_fuse_session_threads() may be called from any thread.
  */
@@ -97,6 +98,8 @@ struct td_fuse_transport_stats {
 	unsigned int nr_queues;		 /* uring: queues (one per CPU); 0 for classic */
 	unsigned int entries;		 /* uring: entries per queue */
 	unsigned int helpers;		 /* uring: helper loops running */
+	uint64_t trims;			 /* uring: entries whose pages an idle loop gave back */
+	uint64_t trim_kept;		 /* uring: of those, entries holding a request, kept */
 	uint64_t queue_requests[64];	 /* uring: requests each queue received (first 64) */
 };
 
@@ -107,16 +110,33 @@ size_t td_fuse_recv_size(void);
 
 /*
  * Create the session and mount it. Return: the session, or NULL with a message
- * in @err (the mount point is left untouched on failure).
+ * in @err and a negative errno in *@errnum (the mount point is left untouched
+ * on failure): -EOPNOTSUPP when transport uring was asked for and cannot be
+ * had (checked before mounting).
  */
-struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, char *err,
-					       size_t errlen) td_nonnull(1, 2);
+struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, int *errnum,
+					       char *err, size_t errlen) td_nonnull(1, 2, 3);
+
+/* Start serving: the first loop thread. Return: 0 or -EAGAIN. Idempotent. */
+int td_fuse_session_start(struct td_fuse_session *s) td_nonnull(1);
 
 /*
- * Serve until td_fuse_session_stop() or an unmount. Returns after every loop
- * thread has exited; replies sent later from other threads (completions)
- * still reach the kernel while it is mounted. Return: 0 when stopped, 1 when
- * the file system was unmounted from outside, a negative errno on failure.
+ * After td_fuse_session_start(): wait until FUSE_INIT has been answered and
+ * the transport settled (with io_uring, every ring registered). Return: 0, or
+ * a negative errno: -EOPNOTSUPP when transport uring was asked for and the
+ * kernel did not give it (the connection is served through /dev/fuse until
+ * the caller stops), -ENOTCONN when the loop ended first, or the error INIT
+ * was answered with.
+ */
+int td_fuse_session_wait_ready(struct td_fuse_session *s) td_nonnull(1);
+
+/*
+ * Serve (starting first if td_fuse_session_start() was not called) until
+ * td_fuse_session_stop() or an unmount. Returns after every loop thread has
+ * exited; replies sent later from other threads (completions) still reach
+ * the kernel while it is mounted. Return: 0 when stopped, 1 when the file
+ * system was unmounted from outside, a negative errno on failure (-EIO: a
+ * ring stopped on an error and stopped the session).
  */
 int td_fuse_session_run(struct td_fuse_session *s) td_nonnull(1);
 

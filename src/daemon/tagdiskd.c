@@ -291,9 +291,11 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 		fp.max_threads = TD_MAX(c->nr_requests, 16U);
 		fp.max_background = c->nr_requests;
 	}
-	d->fe = td_frontend_create(&fp, err, errlen);
+	int ret;
+
+	d->fe = td_frontend_create(&fp, &ret, err, errlen);
 	free(opts);
-	return d->fe ? 0 : -EIO;
+	return d->fe ? 0 : ret;
 }
 
 /* A mutex and a condition variable rather than a semaphore: ThreadSanitizer sees them. */
@@ -456,12 +458,20 @@ static int store_error_status(const struct td_config *c, int err)
 	return 1;
 }
 
-/* Start failed (the reason is logged): clean up, and tell a waiting parent. */
-static int fail_start(struct daemon *d, int status)
+/*
+ * Start failed (the reason is logged): clean up, and tell a waiting parent,
+ * which exits 1, or 2 for a transport this machine cannot give (@unservable).
+ */
+static int fail_start_as(struct daemon *d, int status, bool unservable)
 {
 	teardown(d, true, false);
-	td_daemonize_failed();
+	td_daemonize_failed(unservable);
 	return status;
+}
+
+static int fail_start(struct daemon *d, int status)
+{
+	return fail_start_as(d, status, false);
 }
 
 /* Guard against the loop-on-FUSE deadlock: our allocations must never wait for our own I/O. */
@@ -684,10 +694,28 @@ int main(int argc, char **argv)
 						       .disk_path = NULL,
 					       },
 					       err, sizeof(err))) ||
-	    build_frontend(&d, err, sizeof(err))) {
+	    (ret = build_frontend(&d, err, sizeof(err)))) {
 		td_err("%s", err);
-		/* Something else is at the socket path: a conflict, like a locked image. */
+		/*
+		 * Something else is at the socket path: a conflict, like a locked
+		 * image; an explicit transport uring the kernel cannot give: a
+		 * configuration this machine cannot serve.
+		 */
+		if (ret == -EOPNOTSUPP)
+			return fail_start_as(&d, EXIT_USAGE, true);
 		return fail_start(&d, ret == -EEXIST || ret == -EADDRINUSE ? EXIT_USAGE : 1);
+	}
+	/* FUSE_INIT answered and the transport settled before anyone is told we are ready. */
+	ret = td_frontend_start(d.fe);
+	if (ret) {
+		if (ret == -EOPNOTSUPP)
+			td_err("fuse: transport uring asked for, but the kernel serves this mount "
+			       "through /dev/fuse; stopping");
+		else
+			td_err("fuse: the mount did not come up: %s", strerror(-ret));
+		td_frontend_stop(d.fe);
+		td_frontend_run(d.fe);
+		return fail_start_as(&d, ret == -EOPNOTSUPP ? EXIT_USAGE : 1, ret == -EOPNOTSUPP);
 	}
 	td_admin_set_frontend(d.admin, d.fe, d.cfg.mountpoint, d.cfg.name);
 	td_reload_init(&d.reload, &d.cl, d.start_dir, &d.cfg, &d.cfg_lock, d.q);
