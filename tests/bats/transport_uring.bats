@@ -111,6 +111,9 @@ fake_kernel() {
 
 @test "under valgrind: transport uring is refused up front (exit 2); auto serves over /dev/fuse" {
 	requires valgrind || return 0
+	if ldd "$TAGDISKD" | grep -qE 'lib(asan|tsan)'; then
+		skip "a sanitizer build: valgrind cannot run it (make check-valgrind runs a plain one)"
+	fi
 	run --separate-stderr timeout -s KILL 300 valgrind -q --error-exitcode=99 "$TAGDISKD" -f \
 		--image "$TD_IMG" --size 16M --mount "$TD_MNT" --socket "$TD_SOCK" --transport uring
 	echo "status $status, stderr: $stderr" >&2
