@@ -60,6 +60,14 @@ struct td_admin_params {
 	uint64_t image_size;
 	const char *backend;		/* "file", "rbd" or "nbd" (static); NULL: "file" */
 	const char *disk_path;		/* unused; the front end is set later */
+	/*
+	 * `restart`: re-execute the daemon in place, keeping the mount (the
+	 * daemon's, in tagdiskd.c). Called in the admin thread; it starts the
+	 * stop and returns at once. Return: 0, or a negative errno with a
+	 * message in @err (nothing started). NULL: the command is refused.
+	 */
+	int (*restart)(void *arg, char *err, size_t errlen);
+	void *restart_arg;
 };
 
 /*

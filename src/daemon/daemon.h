@@ -128,6 +128,12 @@ int td_daemonize(char *err, size_t errlen) td_nonnull(1);
 void td_daemonize_ready(void);
 
 /*
+ * A daemon that had gone to the background re-executed itself in place
+ * (takeover.h): log to syslog again, as td_daemonize_ready() had set up.
+ */
+void td_daemonize_resume(void);
+
+/*
  * The child could not serve (it has logged why): the parent will exit 1 once
  * this process has exited, or 2 when @unservable (the configuration asks for
  * what this machine cannot give: an explicit transport uring). Does nothing

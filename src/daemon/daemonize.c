@@ -257,6 +257,17 @@ void td_daemonize_ready(void)
 	report(REPORT_READY);
 }
 
+void td_daemonize_resume(void)
+{
+	int ret;
+
+	redirect_to_null(STDIN_FILENO);
+	redirect_to_null(STDOUT_FILENO);
+	ret = start_syslog();
+	if (ret)
+		redirect_to_null(STDERR_FILENO);
+}
+
 void td_daemonize_failed(bool unservable)
 {
 	report(unservable ? REPORT_UNSERVABLE : REPORT_FAILED);

@@ -54,6 +54,11 @@ struct td_frontend_params {
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
 	enum td_fuse_transport transport; /* [disk] transport; zero: classic */
+	_Atomic uint32_t *opens;	  /* counter of the disk file's opens; NULL: the front end's */
+	bool adopt;			  /* serve adopt_fd, mounted before (fuse_session.h) */
+	int adopt_fd;
+	const void *adopt_init_in;
+	size_t adopt_init_in_len;
 };
 
 struct td_frontend;
@@ -89,6 +94,15 @@ void td_frontend_unmount(struct td_frontend *fe) td_nonnull(1);
 
 /* Free everything; the queue must be drained and the session unmounted. */
 void td_frontend_destroy(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: the requests the kernel resent when the connection was adopted. */
+uint64_t td_frontend_resent(struct td_frontend *fe) td_nonnull(1);
+
+/* Leave the mount to a successor: unmount and destroy will not take it. */
+void td_frontend_detach(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: the FUSE session (its fd and INIT for a successor: fuse_session.h). */
+struct td_fuse_session *td_frontend_session(struct td_frontend *fe) td_nonnull(1);
 
 /* Return: how many opens of the disk file are not yet released. */
 unsigned int td_frontend_open_count(struct td_frontend *fe) td_nonnull(1);

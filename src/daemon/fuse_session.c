@@ -70,6 +70,11 @@ static _Thread_local struct td_fuse_session *tl_session;
 static _Thread_local struct td_buf *tl_rbuf;
 static _Thread_local bool tl_stolen;
 
+void td_session_set_thread(struct td_fuse_session *s)
+{
+	tl_session = s;
+}
+
 size_t td_fuse_recv_size(void)
 {
 	return TD_LIBFUSE_MAX_PAGES * (size_t)getpagesize() + TD_LIBFUSE_HEADER_SIZE;
@@ -264,6 +269,37 @@ static struct loop_thread *self_locked(struct td_fuse_session *s)
 	return NULL;
 }
 
+/*
+ * One request read into *@rb (@fbuf, @len bytes), in a loop thread (or the
+ * thread adopting a connection): to libfuse, or answered here. A handler that
+ * keeps the receive buffer leaves *@rb NULL.
+ */
+void td_session_handle_request(struct td_fuse_session *s, struct td_buf **rb,
+			       struct fuse_buf *fbuf, size_t len)
+{
+	const struct fuse_in_header *in = (const void *)fbuf->mem;
+
+	if (in->opcode == FUSE_INIT)
+		td_session_init_seen(s, in, len);
+	if (in->opcode == FUSE_INTERRUPT && atomic_load(&s->uring)) {
+		/*
+		 * It names the kernel's unique, which libfuse never saw for a
+		 * ring request: unmatched, libfuse would keep it and answer
+		 * EAGAIN later, making the kernel resend it. No handler looks
+		 * at interruptions, and an interrupt needs no reply: drop it.
+		 */
+	} else if (in->opcode == FUSE_OPEN) {
+		td_session_open_raw(s, in, len);
+	} else {
+		tl_rbuf = *rb;
+		tl_stolen = false;
+		fuse_session_process_buf(s->se, fbuf);
+		tl_rbuf = NULL;
+		if (tl_stolen)
+			*rb = NULL;
+	}
+}
+
 static void *loop_thread(void *arg)
 {
 	struct td_fuse_session *s = arg;
@@ -273,7 +309,7 @@ static void *loop_thread(void *arg)
 	sigset_t set;
 
 	td_thread_name("td-fuse");
-	tl_session = s;
+	td_session_set_thread(s);
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -302,27 +338,7 @@ static void *loop_thread(void *arg)
 				spawn_thread_locked(s);
 			td_mutex_unlock(&s->lock);
 		}
-		const struct fuse_in_header *in = (const void *)fbuf.mem;
-
-		if (in->opcode == FUSE_INIT)
-			td_session_init_seen(s, in, (size_t)res);
-		if (in->opcode == FUSE_INTERRUPT && atomic_load(&s->uring)) {
-			/*
-			 * It names the kernel's unique, which libfuse never saw for a
-			 * ring request: unmatched, libfuse would keep it and answer
-			 * EAGAIN later, making the kernel resend it. No handler looks
-			 * at interruptions, and an interrupt needs no reply: drop it.
-			 */
-		} else if (in->opcode == FUSE_OPEN) {
-			td_session_open_raw(s, in, (size_t)res);
-		} else {
-			tl_rbuf = rb;
-			tl_stolen = false;
-			fuse_session_process_buf(s->se, &fbuf);
-			tl_rbuf = NULL;
-			if (tl_stolen)
-				rb = NULL;
-		}
+		td_session_handle_request(s, &rb, &fbuf, (size_t)res);
 		/*
 		 * Idle again, unless MAX_IDLE threads already wait for work: then
 		 * this one ends without ever counting as idle (counting it first would
@@ -366,6 +382,11 @@ int td_fuse_session_start(struct td_fuse_session *s)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART */
 
+	if (s->adopted && !s->started) {
+		ret = td_session_adopt(s);
+		if (ret)
+			return ret;
+	}
 	td_mutex_lock(&s->lock);
 	if (!s->started) {
 		spawn_thread_locked(s);
@@ -458,10 +479,37 @@ void td_fuse_session_stop(struct td_fuse_session *s)
 
 void td_fuse_session_unmount(struct td_fuse_session *s)
 {
-	if (s->mounted) {
-		fuse_session_unmount(s->se);
-		s->mounted = false;
+	if (s->mounted && !s->detached) {
+		if (s->adopted)
+			td_session_unmount_adopted(s);
+		else
+			fuse_session_unmount(s->se);
 	}
+	s->mounted = false;
+}
+
+void td_fuse_session_detach(struct td_fuse_session *s)
+{
+	s->detached = true;
+}
+
+uint64_t td_fuse_session_resent(struct td_fuse_session *s)
+{
+	return s->resent;
+}
+
+int td_fuse_session_fd(struct td_fuse_session *s)
+{
+	return s->fd;
+}
+
+void td_fuse_session_init_args(struct td_fuse_session *s, const void **in, size_t *in_len,
+			       const void **out, size_t *out_len)
+{
+	*in = s->init_in;
+	*in_len = s->init_in_len;
+	*out = s->init_out;
+	*out_len = s->init_out_len;
 }
 
 unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *peak)
@@ -503,6 +551,29 @@ void *td_fuse_reply_space(size_t len)
 }
 
 /* ---- creation -------------------------------------------------------------------------- */
+
+/*
+ * Give libfuse a copy of the adopted connection @fd: "/dev/fd/N" as the mount
+ * point makes it take N as its device and mount nothing (and unmount nothing:
+ * td_session_unmount_adopted() does). Return: 0 or a negative errno.
+ */
+static int adopt_fd(struct td_fuse_session *s, int fd, char *err, size_t errlen)
+{
+	char path[32];
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+	if (copy < 0) {
+		snprintf(err, errlen, "takeover: %s", strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "/dev/fd/%d", copy);
+	if (fuse_session_mount(s->se, path)) {
+		close(copy);
+		snprintf(err, errlen, "takeover: libfuse refused the adopted connection");
+		return -EIO;
+	}
+	return 0;
+}
 
 /* Return: 0, or -ENOMEM with @args partly built. */
 static int build_args(struct fuse_args *args, const struct td_fuse_session_params *p)
@@ -568,6 +639,13 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 		snprintf(err, errlen, "out of memory");
 		goto out_free_args;
 	}
+	if (p->adopt) {
+		/* A ring's requests do not survive their daemon: adopted connections are classic. */
+		s->transport = TD_TRANSPORT_CLASSIC;
+		s->adopted = true;
+		s->init_in_len = TD_MIN(p->adopt_init_in_len, sizeof(s->init_in));
+		memcpy(s->init_in, p->adopt_init_in, s->init_in_len);
+	}
 	ret = make_rings(s, err, errlen);
 	if (ret) {
 		*errnum = ret;
@@ -579,9 +657,14 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 		*errnum = -EINVAL;
 		goto out_free_rings;
 	}
-	if (fuse_session_mount(s->se, s->mountpoint)) {
+	if (s->adopted)
+		ret = adopt_fd(s, p->adopt_fd, err, errlen);
+	else if (fuse_session_mount(s->se, s->mountpoint)) {
 		snprintf(err, errlen, "cannot mount on \"%s\"", s->mountpoint);
-		*errnum = -EIO;
+		ret = -EIO;
+	}
+	if (ret) {
+		*errnum = ret;
 		goto out_destroy_session;
 	}
 	s->mounted = true;

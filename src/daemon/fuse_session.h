@@ -90,6 +90,16 @@ struct td_fuse_session_params {
 	unsigned int ring_entries;     /* uring: entries per queue (0: from max_background) */
 	bool blocking_handlers;	       /* read/write/fsync/fallocate may block for the I/O:
 					  uring runs them on helper threads, not the ring's */
+	/*
+	 * adopt: serve the /dev/fuse connection adopt_fd (mounted at mountpoint by
+	 * an earlier daemon) instead of mounting; classic transport only.
+	 * adopt_init_in holds the kernel's FUSE_INIT arguments as they came then
+	 * (takeover.h).
+	 */
+	bool adopt;
+	int adopt_fd;
+	const void *adopt_init_in;
+	size_t adopt_init_in_len;
 };
 
 /* What the session's transport is doing: for the admin status. */
@@ -117,8 +127,28 @@ size_t td_fuse_recv_size(void);
 struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, int *errnum,
 					       char *err, size_t errlen) td_nonnull(1, 2, 3);
 
-/* Start serving: the first loop thread. Return: 0 or -EAGAIN. Idempotent. */
+/*
+ * Start serving: the first loop thread; an adopted connection first replays
+ * its FUSE_INIT to libfuse and takes what the kernel resends. Return: 0 or a
+ * negative errno. Idempotent.
+ */
 int td_fuse_session_start(struct td_fuse_session *s) td_nonnull(1);
+
+/* Return: the requests the kernel resent when the connection was adopted. */
+uint64_t td_fuse_session_resent(struct td_fuse_session *s) td_nonnull(1);
+
+/* Return: the /dev/fuse fd (owned by the session). */
+int td_fuse_session_fd(struct td_fuse_session *s) td_nonnull(1);
+
+/*
+ * After FUSE_INIT: the kernel's INIT arguments and our reply's, as they went
+ * (what a successor replays: takeover.h), into the pointers.
+ */
+void td_fuse_session_init_args(struct td_fuse_session *s, const void **in, size_t *in_len,
+			       const void **out, size_t *out_len) td_nonnull(1, 2, 3, 4, 5);
+
+/* Leave the mount in place: unmount and destroy will not take it (a successor will serve it). */
+void td_fuse_session_detach(struct td_fuse_session *s) td_nonnull(1);
 
 /*
  * After td_fuse_session_start(): wait until FUSE_INIT has been answered and

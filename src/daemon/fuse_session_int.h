@@ -35,6 +35,14 @@
 #define TD_LIBFUSE_MAX_PAGES   256
 #define TD_LIBFUSE_HEADER_SIZE 4096
 
+/* Linux 6.9's FUSE_NOTIFY_RESEND (protocol 7.40), which Debian 12's <linux/fuse.h> lacks. */
+#define TD_FUSE_NOTIFY_RESEND 7
+#define TD_FUSE_UNIQUE_RESEND (1ULL << 63) /* marks a resent request's unique */
+#define TD_FUSE_HAS_RESEND    (1ULL << 39) /* INIT flag: the kernel resends on request */
+/* The unique of the FUSE_INIT an adopting session replays to libfuse: odd, never the kernel's. */
+#define TD_SYNTH_INIT_UNIQUE 1
+#define TD_INIT_ARGS_MAX     256 /* bytes of either half of FUSE_INIT kept */
+
 /* Where FUSE_INIT stands; td_fuse_session_wait_ready() waits for a final state. */
 enum td_init_state {
 	TD_INIT_WAITING, /* no INIT answered yet */
@@ -69,6 +77,16 @@ struct td_fuse_session {
 	_Atomic bool init_pending;	/* INIT seen, reply not yet written */
 	uint64_t init_unique;		/* written before init_pending */
 	bool init_offers_uring;		/* the kernel's INIT offered FUSE_OVER_IO_URING */
+	uint8_t init_in[TD_INIT_ARGS_MAX];  /* the kernel's INIT arguments, as they came */
+	size_t init_in_len;
+	uint8_t init_out[TD_INIT_ARGS_MAX]; /* our reply's, as written */
+	size_t init_out_len;
+
+	/* Adopting a connection another daemon served (fuse_session_adopt.c) */
+	bool adopted;			/* not mounted by us: unmount with umount2() */
+	bool detached;			/* leave the mount to a successor: never unmount */
+	uint64_t init_flags;		/* the kernel's INIT flags, both words */
+	uint64_t resent;		/* requests the kernel resent at the takeover */
 
 	/* FUSE over io_uring */
 	enum td_fuse_transport transport; /* as asked for */
@@ -79,13 +97,36 @@ struct td_fuse_session {
 	bool uring_refused;		     /* the kernel refused its entries: classic after all */
 };
 
+/* fuse_session.c */
+
+/* Make @s the session the calling thread serves (session_init() finds it so). */
+void td_session_set_thread(struct td_fuse_session *s);
+/*
+ * Hand one request read into *@rb (@fbuf, @len bytes) to libfuse, or answer
+ * it here; a handler that keeps the receive buffer leaves *@rb NULL.
+ */
+void td_session_handle_request(struct td_fuse_session *s, struct td_buf **rb,
+			       struct fuse_buf *fbuf, size_t len);
+
+/* fuse_session_adopt.c */
+
+/*
+ * An adopted connection, before the loop threads start: replay the recorded
+ * FUSE_INIT to libfuse (its reply goes nowhere), have the kernel resend what
+ * the previous daemon left unanswered, and hand those requests to libfuse.
+ * Return: 0 or a negative errno.
+ */
+int td_session_adopt(struct td_fuse_session *s);
+/* Unmount an adopted connection's mount (libfuse did not mount it). */
+void td_session_unmount_adopted(struct td_fuse_session *s);
+
 /* fuse_session_reply.c */
 
 /* Install the reply hook on @s (mounted). Return: 0 or a negative errno. */
 int td_session_hook_replies(struct td_fuse_session *s);
 /* Forget @s in the hook's table (before freeing it). */
 void td_session_unhook(struct td_fuse_session *s);
-/* In a loop thread, before libfuse sees it: FUSE_INIT of @len bytes arrived. */
+/* Before libfuse sees it: FUSE_INIT of @len bytes arrived (or is replayed at a takeover). */
 void td_session_init_seen(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len);
 /* Answer FUSE_OPEN ourselves, with the open flags ops->open chose. */
 void td_session_open_raw(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len);

@@ -61,6 +61,18 @@ void td_session_init_settle(struct td_fuse_session *s, enum td_init_state state,
 	td_mutex_unlock(&s->lock);
 }
 
+/* Keep the arguments of the INIT reply in @iov (@count parts) for a successor. */
+static void keep_init_out(struct td_fuse_session *s, const struct iovec *iov, int count)
+{
+	s->init_out_len = 0;
+	for (int i = 1; i < count; i++) {
+		size_t n = TD_MIN(iov[i].iov_len, sizeof(s->init_out) - s->init_out_len);
+
+		memcpy(s->init_out + s->init_out_len, iov[i].iov_base, n);
+		s->init_out_len += n;
+	}
+}
+
 /* The rings made before mounting are not to be used: take them down, say why. */
 static void drop_rings(struct td_fuse_session *s, const char *why)
 {
@@ -99,6 +111,7 @@ static bool init_reply_uring(struct td_fuse_session *s, int fd, struct iovec *io
 	out.flags2 |= (uint32_t)(TD_FUSE_OVER_IO_URING >> 32);
 	struct iovec v[2] = { iov[0], { &out, n } };
 
+	keep_init_out(s, v, 2);
 	*written = writev(fd, v, 2);
 	if (*written < 0) {
 		td_session_init_settle(s, TD_INIT_FAILED, -errno);
@@ -146,6 +159,7 @@ static ssize_t init_reply(struct td_fuse_session *s, int fd, struct iovec *iov, 
 		else if (init_reply_uring(s, fd, iov, &ret))
 			return ret;
 	}
+	keep_init_out(s, iov, count);
 	ret = writev(fd, iov, count);
 	if (oh->error)
 		td_session_init_settle(s, TD_INIT_FAILED, oh->error);
@@ -158,6 +172,24 @@ static ssize_t init_reply(struct td_fuse_session *s, int fd, struct iovec *iov, 
 	return ret;
 }
 
+/*
+ * The reply to the FUSE_INIT an adopting session replays to libfuse: the
+ * kernel answered the real one long ago, so it goes nowhere; kept, and the
+ * INIT settled. Return: the bytes "written".
+ */
+static ssize_t replayed_init_reply(struct td_fuse_session *s, struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	ssize_t total = 0;
+
+	atomic_store(&s->init_pending, false);
+	keep_init_out(s, iov, count);
+	for (int i = 0; i < count; i++)
+		total += (ssize_t)iov[i].iov_len;
+	td_session_init_settle(s, oh->error ? TD_INIT_FAILED : TD_INIT_DONE, oh->error);
+	return total;
+}
+
 /* Write a reply: to its ring entry, or to /dev/fuse. Return: as writev(2). */
 static ssize_t session_send(struct td_fuse_session *s, int fd, struct iovec *iov, int count)
 {
@@ -168,6 +200,8 @@ static ssize_t session_send(struct td_fuse_session *s, int fd, struct iovec *iov
 
 		if (u && td_fuse_uring_owns(oh->unique))
 			return td_fuse_uring_reply(u, iov, count);
+		if (s->adopted && oh->unique == TD_SYNTH_INIT_UNIQUE)
+			return replayed_init_reply(s, iov, count);
 		if (atomic_load(&s->init_pending) && oh->unique == s->init_unique) {
 			atomic_store(&s->init_pending, false);
 			return init_reply(s, fd, iov, count);
@@ -229,6 +263,9 @@ void td_session_init_seen(struct td_fuse_session *s, const struct fuse_in_header
 			flags |= (uint64_t)arg->flags2 << 32;
 	}
 	s->init_offers_uring = (flags & TD_FUSE_OVER_IO_URING) != 0;
+	s->init_flags = flags;
+	s->init_in_len = TD_MIN(len - sizeof(*in), sizeof(s->init_in));
+	memcpy(s->init_in, arg, s->init_in_len);
 	s->init_unique = in->unique;
 	atomic_store(&s->init_pending, true);
 }
