@@ -194,6 +194,10 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_u64(out, o, "opens", opens);
 	td_admin_put_u64(out, o, "fuse_threads", threads);
 	td_admin_put_str(out, o, "transport", ts.name);
+	td_admin_put_bool(out, o, "recovery", a->recovery);
+	td_admin_put_bool(out, o, "fd_store", a->fd_store);
+	td_admin_put_u64(out, o, "takeovers", a->takeovers);
+	td_admin_put_u64(out, o, "resent", a->resent);
 	if (ts.nr_queues) {
 		struct json_object *q = td_admin_put_array(out, o, "uring_requests");
 

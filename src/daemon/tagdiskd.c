@@ -737,12 +737,16 @@ static void offer_connection(struct daemon *d)
 		return;
 	}
 	td_frontend_transport_stats(d->fe, &ts);
-	if (!td_config_recovery(&d->cfg) || strcmp(ts.name, "classic") != 0)
+	if (!td_config_recovery(&d->cfg) || strcmp(ts.name, "classic") != 0) {
+		td_admin_set_takeover(d->admin, false, false, d->takeover.rec->takeovers, 0);
 		return;
+	}
 	ret = td_takeover_store(&d->takeover);
 	if (ret)
 		td_warnx("takeover: offering the connection to the service manager: %s",
 			 strerror(-ret));
+	td_admin_set_takeover(d->admin, true, d->takeover.stored, d->takeover.rec->takeovers,
+			      td_frontend_resent(d->fe));
 }
 
 int main(int argc, char **argv)

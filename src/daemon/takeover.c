@@ -61,6 +61,14 @@ static bool is_tagdiskd(pid_t pid)
 	return strncmp(comm, "tagdiskd", 8) == 0;
 }
 
+static bool is_fuse_dev(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == FUSE_DEV_MAJOR &&
+	       minor(st.st_rdev) == FUSE_DEV_MINOR;
+}
+
 /* Map the record behind @fd. Return: it, or NULL with a message in @err. */
 static struct td_takeover_record *map_record(int fd, char *err, size_t errlen)
 {
@@ -97,14 +105,7 @@ static int check_adoptable(struct td_takeover *t, const char *mountpoint, const 
 {
 	const struct td_takeover_record *rec = t->rec;
 	struct td_mount_info mi;
-	struct stat st;
 
-	if (fstat(t->fuse_fd, &st) < 0 || !S_ISCHR(st.st_mode) ||
-	    major(st.st_rdev) != FUSE_DEV_MAJOR || minor(st.st_rdev) != FUSE_DEV_MINOR) {
-		snprintf(err, errlen, "takeover: the \"%s\" fd (LISTEN_FDS) is not /dev/fuse",
-			 TD_TAKEOVER_FUSE_NAME);
-		return -EINVAL;
-	}
 	if (strcmp(rec->mountpoint, mountpoint) != 0 || strcmp(rec->name, name) != 0) {
 		snprintf(err, errlen, "takeover: the FUSE connection handed over (LISTEN_FDS) "
 			 "serves %s/%s, not %s/%s", rec->mountpoint, rec->name, mountpoint, name);
@@ -181,6 +182,12 @@ int td_takeover_from_env(struct td_takeover *t, const char *mountpoint, const ch
 			close(t->state_fd);
 		t->state_fd = -1;
 		goto out;
+	}
+	if (!is_fuse_dev(t->fuse_fd)) {
+		snprintf(err, errlen, "takeover: the \"%s\" fd (LISTEN_FDS) is not /dev/fuse",
+			 TD_TAKEOVER_FUSE_NAME);
+		ret = -EINVAL;
+		goto out_close;
 	}
 	if (t->state_fd < 0) {
 		snprintf(err, errlen, "takeover: LISTEN_FDS holds \"%s\" but no \"%s\" record",

@@ -44,8 +44,19 @@ print(max(int(p.split("-")[-1]) for p in s.split(",")) + 1)')
 	stop_tagdiskd
 }
 
-@test "transport auto uses uring where the kernel has it; classic uses no ring" {
+# no_recovery: a config file that lets transport auto pick the ring ([disk] recovery = false).
+no_recovery() {
+	printf '[disk]\nrecovery = false\n' >"$TD_DIR/no-recovery.ini"
+	echo "$TD_DIR/no-recovery.ini"
+}
+
+@test "transport auto uses uring where the kernel has it and recovery is off; classic uses no ring" {
+	# [disk] recovery (the default) keeps the mount across daemon crashes: classic.
 	TD_TRANSPORT=auto start_tagdiskd --size 16M
+	[ "$(td_status transport)" = classic ]
+	grep -q 'fuse: transport classic: \[disk\] recovery keeps the mount' "$TD_LOG"
+	stop_tagdiskd
+	TD_TRANSPORT=auto start_tagdiskd --size 16M -c "$(no_recovery)"
 	[ "$(td_status transport)" = uring ]
 	stop_tagdiskd
 	TD_TRANSPORT=classic start_tagdiskd --size 16M
@@ -98,7 +109,7 @@ fake_kernel() {
 	requires unshare || return 0
 	fake_kernel
 	"${FAKE_KERNEL[@]}" "$TAGDISKD" -f --image "$TD_IMG" --size 16M --mount "$TD_MNT" \
-		--socket "$TD_SOCK" --transport auto >"$TD_LOG" 2>&1 &
+		--socket "$TD_SOCK" --transport auto -c "$(no_recovery)" >"$TD_LOG" 2>&1 &
 	TD_PID=$!
 	# The mount lives in that namespace; the socket is in this test's directory.
 	td_wait_until 60 test -S "$TD_SOCK"
@@ -121,7 +132,8 @@ fake_kernel() {
 	[[ "$stderr" == *"transport uring: the daemon runs under valgrind"* ]]
 	[ ! -e "$TD_IMG" ]
 	td_not_mounted "$TD_MNT"
-	TD_WRAPPER="valgrind -q --error-exitcode=99" TD_TRANSPORT=auto start_tagdiskd --size 16M
+	TD_WRAPPER="valgrind -q --error-exitcode=99" TD_TRANSPORT=auto start_tagdiskd --size 16M \
+		-c "$(no_recovery)"
 	[ "$(td_status transport)" = classic ]
 	[ "$(grep -c 'fuse: transport classic: the daemon runs under valgrind' "$TD_LOG")" -eq 1 ]
 	dd if=/dev/urandom of="$TD_DIR/data" bs=64k count=4 status=none
