@@ -150,7 +150,14 @@ check-bats: all
 	@tests/run-tests.sh $(BUILD) bats
 
 .PHONY: unit-tests
-unit-tests: check-headers $(UNIT_TESTS)
+unit-tests: check-headers $(UNIT_TESTS) $(BUILD)/tests/libslowtrim.so
+
+# An LD_PRELOAD shim for the integration tests (tests/tools/slow_trim.c): not instrumented,
+# whatever the build, since it is loaded into instrumented daemons.
+$(BUILD)/tests/libslowtrim.so: tests/tools/slow_trim.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) -shared -fPIC -O2 -D_GNU_SOURCE $(TD_WARN) -o $@ $< -ldl
 
 SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 # ---- sanitizer and valgrind runs of the daemon (begin) -------------------------------------
@@ -163,6 +170,12 @@ ASAN_BATS := tests/bats/daemon.bats tests/bats/disk_semantics.bats tests/bats/fi
 	tests/bats/nbd.bats
 TSAN_BATS := tests/bats/slow/resets_under_fio.bats $(wildcard tests/bats/reset_load.bats) \
 	tests/bats/nbd.bats
+# Run again over FUSE io_uring (TD_TRANSPORT=uring): "@uring-pass" stands for the files of make
+# check's uring pass (URING_BATS in tests/run-tests.sh); then the idle-write test with its shim,
+# and the transport's own file.
+ASAN_URING_BATS := @uring-pass tests/bats/idle_writes.bats tests/bats/transport_uring.bats
+TSAN_URING_BATS := tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/idle_writes.bats \
+	tests/bats/transport_uring.bats
 VALGRIND_BATS := tests/bats/slow/valgrind_daemon.bats
 # gcc 12's TSan runtime cannot place its shadow memory when vm.mmap_rnd_bits is above 28
 # (some 6.x kernels use 32): there, run without address space randomization.
@@ -174,13 +187,15 @@ asan:
 		SAN_FLAGS="-fsanitize=address,undefined $(SAN_COMMON)" all unit-tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		TD_SANITIZER_BATS="$(ASAN_BATS)" tests/run-tests.sh build/asan sanitizer
+		TD_SANITIZER_BATS="$(ASAN_BATS)" TD_SANITIZER_URING_BATS="$(ASAN_URING_BATS)" \
+		tests/run-tests.sh build/asan sanitizer
 
 tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan \
 		SAN_FLAGS="-fsanitize=thread $(SAN_COMMON)" all unit-tests
 	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-		TD_SANITIZER_BATS="$(TSAN_BATS)" $(TSAN_SETARCH) tests/run-tests.sh build/tsan sanitizer
+		TD_SANITIZER_BATS="$(TSAN_BATS)" TD_SANITIZER_URING_BATS="$(TSAN_URING_BATS)" \
+		$(TSAN_SETARCH) tests/run-tests.sh build/tsan sanitizer
 
 check-valgrind: all unit-tests
 	@TD_VALGRIND_BATS="$(VALGRIND_BATS)" tests/run-tests.sh $(BUILD) valgrind

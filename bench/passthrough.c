@@ -355,7 +355,9 @@ int main(int argc, char **argv)
 		.blocking_handlers = true, /* pread/pwrite in the handler */
 	};
 
-	sess = td_fuse_session_create(&p, err, sizeof(err));
+	int errnum;
+
+	sess = td_fuse_session_create(&p, &errnum, err, sizeof(err));
 	if (!sess) {
 		fprintf(stderr, "tagdisk-passthrough: %s\n", err);
 		goto out_destroy_pool;

@@ -84,6 +84,7 @@ run_bats() { # files...
 # line, where the kernel has no FUSE over io_uring).
 URING_BATS="tests/bats/disk_semantics.bats tests/bats/daemon.bats tests/bats/crash.bats
 	tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/admin.bats"
+# (make asan and make tsan name them "@uring-pass" in their own uring lists.)
 
 # The queue tests mq mode must pass as rq mode does: run again with TD_MODE=mq (helpers.bash
 # turns each test's rq into mq): resets under load, fio verify, and from admin.bats the tags,
@@ -130,6 +131,10 @@ sanitizer)
 	if [ -n "${TD_SANITIZER_BATS:-}" ]; then
 		# shellcheck disable=SC2086
 		run_bats $TD_SANITIZER_BATS
+	fi
+	if [ -n "${TD_SANITIZER_URING_BATS:-}" ]; then
+		# shellcheck disable=SC2086
+		TD_TRANSPORT=uring run_bats ${TD_SANITIZER_URING_BATS//@uring-pass/$URING_BATS}
 	fi
 	for f in "$log"/san/*; do
 		[ -e "$f" ] || continue

@@ -200,6 +200,8 @@ void td_ctl_print_iostat_json(const struct td_ctl_iostat *io, uint64_t tags) td_
 
 /* status and stats: once, or with -i / -n every interval. */
 int td_ctl_run_status(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
+/* restart.c: restart, then wait for the new daemon to answer. */
+int td_ctl_run_restart(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
 int td_ctl_run_stats(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
 /* top: the status block every interval. */
 int td_ctl_run_top(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);

@@ -248,6 +248,23 @@ void td_ctl_print_status(struct json_object *r)
 	kv_add(t, "drive", line);
 	status_fuse(r, line, sizeof(line));
 	kv_add(t, "fuse", line);
+	/* A daemon older than the takeover says nothing. */
+	if (td_jsonc_get(r, "/recovery")) {
+		if (!td_jsonc_as_bool(td_jsonc_get(r, "/recovery"), false))
+			snprintf(line, sizeof(line), "off: a crash of the daemon loses the mount "
+				 "(%s takeovers)",
+				 td_ctl_get_num(r, "/takeovers", a, sizeof(a)));
+		else if (td_jsonc_as_bool(td_jsonc_get(r, "/fd_store"), false))
+			snprintf(line, sizeof(line), "on: the mount outlives a crash or restart of "
+				 "the daemon (%s takeovers, %s requests resent at the last)",
+				 td_ctl_get_num(r, "/takeovers", a, sizeof(a)),
+				 td_ctl_get_num(r, "/resent", b, sizeof(b)));
+		else
+			snprintf(line, sizeof(line), "restart only: no service manager keeps the "
+				 "connection, a crash loses the mount (%s takeovers)",
+				 td_ctl_get_num(r, "/takeovers", a, sizeof(a)));
+		kv_add(t, "recovery", line);
+	}
 	snprintf(line, sizeof(line), "%.1f (read %.1f, write %.1f, over %.1f s)",
 		 td_ctl_get_double(r, "/rate/iops"), td_ctl_get_double(r, "/rate/read_iops"),
 		 td_ctl_get_double(r, "/rate/write_iops"),

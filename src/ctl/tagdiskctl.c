@@ -143,6 +143,7 @@ static const struct td_ctl_command commands[] = {
 	  .check = td_ctl_check_iostat, .run = td_ctl_run_iostat },
 	{ .name = "top", .usage = "top [-i SECONDS] [-n COUNT]", .repeats = true,
 	  .run = td_ctl_run_top },
+	{ .name = "restart", .usage = "restart", .run = td_ctl_run_restart },
 };
 
 /*

@@ -688,6 +688,15 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 	pthread_mutex_unlock(&a->fe_lock);
 }
 
+void td_admin_set_takeover(struct td_admin *a, bool recovery, bool fd_store, uint64_t takeovers,
+			   uint64_t resent)
+{
+	a->recovery = recovery;
+	a->fd_store = fd_store;
+	a->takeovers = takeovers;
+	a->resent = resent;
+}
+
 void td_admin_destroy(struct td_admin *a)
 {
 	ssize_t n = write(a->wake_pipe[1], "x", 1);

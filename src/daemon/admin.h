@@ -63,6 +63,14 @@ struct td_admin_params {
 	uint64_t image_size;
 	const char *backend;		/* "file", "rbd" or "nbd" (static); NULL: "file" */
 	const char *disk_path;		/* unused; the front end is set later */
+	/*
+	 * `restart`: re-execute the daemon in place, keeping the mount (the
+	 * daemon's, in tagdiskd.c). Called in the admin thread; it starts the
+	 * stop and returns at once. Return: 0, or a negative errno with a
+	 * message in @err (nothing started). NULL: the command is refused.
+	 */
+	int (*restart)(void *arg, char *err, size_t errlen);
+	void *restart_arg;
 };
 
 /*
@@ -75,6 +83,15 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 /* Tell the admin about the front end (for status), once it exists. */
 void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const char *mountpoint,
 			   const char *name) td_nonnull(1);
+
+/*
+ * Tell the admin whether the mount outlives this daemon (takeover.h:
+ * @recovery, the connection survives; @fd_store, a service manager keeps it
+ * for a successor after a crash), how many daemons took it over so far and
+ * how many requests the last one had resent; once, before serving.
+ */
+void td_admin_set_takeover(struct td_admin *a, bool recovery, bool fd_store, uint64_t takeovers,
+			   uint64_t resent) td_nonnull(1);
 
 /* Stop the thread, close every connection, remove the socket, free. */
 void td_admin_destroy(struct td_admin *a) td_nonnull(1);

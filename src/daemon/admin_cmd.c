@@ -54,6 +54,10 @@ const struct td_admin_command td_admin_commands[] = {
 	  "turn this connection into a live stream of block-layer events; arguments: "
 	  "[blktrace] [buffer_kib=KIB] [buffers=N]",
 	  0, 3 },
+	{ "restart", "restart",
+	  "re-execute the daemon in place (new code included), keeping the mount: drain, write "
+	  "back, hand the connection over",
+	  0, 0 },
 };
 const size_t td_admin_nr_commands = TD_ARRAY_SIZE(td_admin_commands);
 
@@ -558,6 +562,28 @@ static void cmd_trace(struct td_admin *a, const struct td_admin_request *req,
 	}
 }
 
+static void cmd_restart(struct td_admin *a, const struct td_admin_request *req,
+			struct td_admin_reply *out)
+{
+	char err[256];
+	int ret;
+
+	(void)req;
+	if (!a->p.restart) {
+		td_admin_error(out, "restart: not available in this process");
+		return;
+	}
+	ret = a->p.restart(a->p.restart_arg, err, sizeof(err));
+	if (ret) {
+		td_admin_error(out, "%s", err);
+		return;
+	}
+	struct json_object *o = td_admin_ok(out);
+
+	td_admin_put_str(out, o, "restart", "started");
+	td_admin_put_u64(out, o, "pid", (uint64_t)getpid());
+}
+
 typedef void (*cmd_fn)(struct td_admin *a, const struct td_admin_request *req,
 		       struct td_admin_reply *out);
 
@@ -565,6 +591,7 @@ typedef void (*cmd_fn)(struct td_admin *a, const struct td_admin_request *req,
 static const cmd_fn handlers[] = {
 	cmd_help,     td_admin_cmd_status, td_admin_cmd_stats, td_admin_cmd_tags, cmd_reset,
 	cmd_elevator, cmd_depth,	   cmd_inject,	       cmd_powerfail,	  cmd_trace,
+	cmd_restart,
 };
 
 enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_request *req,

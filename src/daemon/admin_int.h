@@ -74,6 +74,11 @@ struct td_admin {
 	pthread_mutex_t fe_lock;
 	struct td_frontend *fe; /* fe_lock */
 	char *disk_path;	/* fe_lock */
+	/* Set once before serving (td_admin_set_takeover()). */
+	bool recovery;
+	bool fd_store;
+	uint64_t takeovers;
+	uint64_t resent;
 
 	struct td_admin_sample samples[TD_ADMIN_RATE_SAMPLES]; /* admin thread */
 	unsigned int nr_samples;

@@ -194,11 +194,17 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_u64(out, o, "opens", opens);
 	td_admin_put_u64(out, o, "fuse_threads", threads);
 	td_admin_put_str(out, o, "transport", ts.name);
+	td_admin_put_bool(out, o, "recovery", a->recovery);
+	td_admin_put_bool(out, o, "fd_store", a->fd_store);
+	td_admin_put_u64(out, o, "takeovers", a->takeovers);
+	td_admin_put_u64(out, o, "resent", a->resent);
 	if (ts.nr_queues) {
 		struct json_object *q = td_admin_put_array(out, o, "uring_requests");
 
 		td_admin_put_u64(out, o, "uring_entries", ts.entries);
 		td_admin_put_u64(out, o, "uring_helpers", ts.helpers);
+		td_admin_put_u64(out, o, "uring_trims", ts.trims);
+		td_admin_put_u64(out, o, "uring_trim_kept", ts.trim_kept);
 		for (unsigned int i = 0; i < ts.nr_queues && i < TD_ARRAY_SIZE(ts.queue_requests); i++)
 			td_admin_append_u64(out, q, ts.queue_requests[i]);
 	}

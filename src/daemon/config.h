@@ -79,7 +79,7 @@
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
 /* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
-#define TD_CONFIG_NR_KEYS 46
+#define TD_CONFIG_NR_KEYS 47
 /* Longest [rbd] pool, image or id, in bytes. */
 #define TD_CONFIG_RBD_NAME_MAX 255
 /* Most [nbd] connections. */
@@ -118,6 +118,7 @@ struct td_config {
 	uint32_t logical_block_size; /* 512 or 4096 */
 	bool allow_other;
 	enum td_fuse_transport transport; /* auto (default), uring or classic */
+	bool recovery;			  /* survive the daemon: fd store, takeover; auto = classic */
 
 	/* [queue] */
 	enum td_queue_mode mode;
@@ -320,6 +321,13 @@ int td_config_build(struct td_config *c, const struct td_cmdline *cl, char *err,
  * Return: 0 or -EINVAL with one message in @err.
  */
 int td_config_check(const struct td_config *c, char *err, size_t errlen) td_nonnull(1);
+
+/*
+ * Return: whether the daemon keeps its mount across its own crash and restart
+ * ([disk] recovery, which an explicit transport uring turns off: the kernel
+ * gives back what a dead daemon read from /dev/fuse, not what its rings held).
+ */
+bool td_config_recovery(const struct td_config *c) td_nonnull(1);
 
 /*
  * Make image, mountpoint, socket, [rbd] conf and keyring absolute (against

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "config_int.h"
+#include "daemon/mounts.h"
 
 static int bad(const struct td_config *c, enum td_cfg_key id, const char *value, char *err,
 	       size_t errlen, const char *fmt, ...) td_printf(6, 7);
@@ -110,7 +111,27 @@ int td_config_check(const struct td_config *c, char *err, size_t errlen)
 		return bad(c, KEY_DRIVE_HDD_SEEK_FULL_US, value, err, errlen,
 			   "must be at least hdd_seek_track_us (%u)", c->hdd.seek_track_us);
 	}
+	/*
+	 * Both asked for in so many words: the kernel gives back what a dead
+	 * daemon had read from /dev/fuse, not what its rings held. An explicit
+	 * uring alone turns recovery off (td_config_recovery()).
+	 */
+	if (c->transport == TD_TRANSPORT_URING && c->recovery && td_config_is_set(c, KEY_DISK_RECOVERY))
+		return bad(c, KEY_DISK_TRANSPORT, "uring", err, errlen,
+			   "cannot keep the mount across a crash of the daemon ([disk] recovery ="
+			   " true): the kernel does not resend what a dead ring held; use"
+			   " transport classic or auto, or set recovery = false");
 	return 0;
+}
+
+bool td_config_recovery(const struct td_config *c)
+{
+	return c->recovery && c->transport != TD_TRANSPORT_URING;
+}
+
+bool td_config_is_set(const struct td_config *c, enum td_cfg_key id)
+{
+	return c->origin[id].option || c->origin[id].line;
 }
 
 int td_config_default_socket(const struct td_config *c, uid_t euid, char *buf, size_t len)
@@ -299,11 +320,19 @@ int td_config_validate(struct td_config *c, char *err, size_t errlen)
 	if (ret)
 		return ret;
 
-	if (stat(c->mountpoint, &st) < 0)
-		return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "%s",
-			   errno == ENOENT ? "does not exist" : strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "not a directory");
+	/*
+	 * A tagdisk mount is there already (a daemon before us, dead or being
+	 * replaced): its root is a directory, and a stat(2) of it would wait
+	 * for a daemon to serve it - perhaps this one.
+	 */
+	if (!td_mount_is_tagdisk(c->mountpoint)) {
+		if (stat(c->mountpoint, &st) < 0)
+			return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen, "%s",
+				   errno == ENOENT ? "does not exist" : strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return bad(c, KEY_DISK_MOUNTPOINT, c->mountpoint, err, errlen,
+				   "not a directory");
+	}
 
 	/* A network backend's image is there to see only once connected (td_store_open()). */
 	if (c->backend != TD_CONFIG_BACKEND_FILE)

@@ -33,6 +33,7 @@ enum td_cfg_key {
 	KEY_DISK_LOGICAL_BLOCK_SIZE,
 	KEY_DISK_ALLOW_OTHER,
 	KEY_DISK_TRANSPORT,
+	KEY_DISK_RECOVERY,
 	KEY_QUEUE_MODE,
 	KEY_QUEUE_ELEVATOR,
 	KEY_QUEUE_NR_HW_QUEUES,
@@ -217,5 +218,8 @@ int td_cfg_strv_push(char ***v, size_t *n, const char *s, size_t len) td_nonnull
 
 /* Free a list of @n strings and the list. */
 void td_cfg_strv_free(char **v, size_t n);
+
+/* Return: whether key @id was given (in the file or on the command line), not defaulted. */
+bool td_config_is_set(const struct td_config *c, enum td_cfg_key id) td_nonnull(1);
 
 #endif /* TAGDISK_CONFIG_INT_H */

@@ -56,6 +56,10 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_DISK_TRANSPORT] =
 	K("disk", "transport", "choice", "auto", false,
 	  "FUSE transport: uring (FUSE over io_uring), classic (/dev/fuse) or auto"),
+    [KEY_DISK_RECOVERY] =
+	K("disk", "recovery", "bool", "true", false,
+	  "keep the mount across a crash or restart of the daemon (the /dev/fuse fd in the"
+	  " service manager's store; transport auto then picks classic)"),
     [KEY_QUEUE_MODE] = K("queue", "mode", "choice", "rq", false,
 			 "rq: elevator, prep and tags; bio: straight to the drive; "
 			 "mq: per-CPU software queues and hardware contexts sharing the tags"),
@@ -167,6 +171,7 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_DISK_LOGICAL_BLOCK_SIZE] = R(KIND_BLOCK_SIZE, 512, 4096, logical_block_size),
     [KEY_DISK_ALLOW_OTHER] = R(KIND_BOOL, 0, 0, allow_other),
     [KEY_DISK_TRANSPORT] = R(KIND_TRANSPORT, 0, 0, transport),
+    [KEY_DISK_RECOVERY] = R(KIND_BOOL, 0, 0, recovery),
     [KEY_QUEUE_MODE] = R(KIND_QUEUE_MODE, 0, 0, mode),
     [KEY_QUEUE_ELEVATOR] = R(KIND_ELEVATOR, 0, 0, elevator),
     [KEY_QUEUE_NR_HW_QUEUES] = R(KIND_U32, 0, TD_QUEUE_HW_MAX, nr_hw_queues),
@@ -336,6 +341,7 @@ void td_config_init(struct td_config *c)
 	    .logical_block_size = 512,
 	    .allow_other = false,
 	    .transport = TD_TRANSPORT_AUTO,
+	    .recovery = true,
 	    .mode = TD_MODE_RQ,
 	    .elevator = "deadline",
 	    .nr_hw_queues = 0,

@@ -128,10 +128,18 @@ int td_daemonize(char *err, size_t errlen) td_nonnull(1);
 void td_daemonize_ready(void);
 
 /*
- * The child could not serve (it has logged why): the parent will exit 1 once
- * this process has exited. Does nothing in a process that did not daemonize.
+ * A daemon that had gone to the background re-executed itself in place
+ * (takeover.h): log to syslog again, as td_daemonize_ready() had set up.
  */
-void td_daemonize_failed(void);
+void td_daemonize_resume(void);
+
+/*
+ * The child could not serve (it has logged why): the parent will exit 1 once
+ * this process has exited, or 2 when @unservable (the configuration asks for
+ * what this machine cannot give: an explicit transport uring). Does nothing
+ * in a process that did not daemonize.
+ */
+void td_daemonize_failed(bool unservable);
 
 /* Before exiting: pass the last log lines to syslog and stop forwarding. */
 void td_daemonize_end(void);

@@ -26,6 +26,7 @@
 
 #define REPORT_READY  'R'
 #define REPORT_FAILED 'F'
+#define REPORT_UNSERVABLE 'U' /* a configuration this machine cannot serve: exit 2 */
 #define LOG_LINE_MAX  4096
 
 static struct {
@@ -60,7 +61,7 @@ static void __attribute__((noreturn)) parent_wait(int fd, pid_t child)
 					"it served\n",
 				WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	}
-	_exit(1);
+	_exit(n == 1 && c == REPORT_UNSERVABLE ? 2 : 1);
 }
 
 static int redirect_to_null(int target)
@@ -256,9 +257,20 @@ void td_daemonize_ready(void)
 	report(REPORT_READY);
 }
 
-void td_daemonize_failed(void)
+void td_daemonize_resume(void)
 {
-	report(REPORT_FAILED);
+	int ret;
+
+	redirect_to_null(STDIN_FILENO);
+	redirect_to_null(STDOUT_FILENO);
+	ret = start_syslog();
+	if (ret)
+		redirect_to_null(STDERR_FILENO);
+}
+
+void td_daemonize_failed(bool unservable)
+{
+	report(unservable ? REPORT_UNSERVABLE : REPORT_FAILED);
 }
 
 void td_daemonize_end(void)

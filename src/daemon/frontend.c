@@ -170,8 +170,20 @@ static void fe_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
-	atomic_fetch_add(&fe->opens, 1);
+	atomic_fetch_add(fe->opens, 1);
 	fuse_reply_open(req, fi);
+}
+
+/*
+ * One open less. Never below zero: an open made under a daemon that died
+ * before recording it may still be released to its successor.
+ */
+static void release_open(struct td_frontend *fe)
+{
+	uint32_t n = atomic_load(fe->opens);
+
+	while (n && !atomic_compare_exchange_weak(fe->opens, &n, n - 1))
+		;
 }
 
 static void fe_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -179,7 +191,7 @@ static void fe_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct td_frontend *fe = fuse_req_userdata(req);
 
 	(void)ino, (void)fi;
-	atomic_fetch_sub(&fe->opens, 1);
+	release_open(fe);
 	fuse_reply_err(req, 0);
 }
 
@@ -353,7 +365,7 @@ static int fe_open_raw(void *userdata, uint64_t nodeid, uint32_t flags, uint32_t
 	if (fe->parallel_direct_writes)
 		*open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
 	/* Counted before the reply: the release may follow it at once. */
-	atomic_fetch_add(&fe->opens, 1);
+	atomic_fetch_add(fe->opens, 1);
 	return 0;
 }
 
@@ -362,7 +374,7 @@ static void fe_open_unsent(void *userdata, uint64_t nodeid)
 	struct td_frontend *fe = userdata;
 
 	(void)nodeid;
-	atomic_fetch_sub(&fe->opens, 1); /* the opener is gone */
+	release_open(fe); /* the opener is gone */
 }
 
 static const struct td_fuse_ops fe_fuse_ops = {
@@ -372,6 +384,13 @@ static const struct td_fuse_ops fe_fuse_ops = {
 };
 
 /* ---- the front end's life -------------------------------------------------------------- */
+
+int td_frontend_start(struct td_frontend *fe)
+{
+	int ret = td_fuse_session_start(fe->sess);
+
+	return ret ? ret : td_fuse_session_wait_ready(fe->sess);
+}
 
 int td_frontend_run(struct td_frontend *fe)
 {
@@ -388,9 +407,24 @@ void td_frontend_unmount(struct td_frontend *fe)
 	td_fuse_session_unmount(fe->sess);
 }
 
+uint64_t td_frontend_resent(struct td_frontend *fe)
+{
+	return td_fuse_session_resent(fe->sess);
+}
+
+void td_frontend_detach(struct td_frontend *fe)
+{
+	td_fuse_session_detach(fe->sess);
+}
+
+struct td_fuse_session *td_frontend_session(struct td_frontend *fe)
+{
+	return fe->sess;
+}
+
 unsigned int td_frontend_open_count(struct td_frontend *fe)
 {
-	return atomic_load(&fe->opens);
+	return atomic_load(fe->opens);
 }
 
 unsigned int td_frontend_threads(struct td_frontend *fe, unsigned int *peak)
@@ -403,13 +437,14 @@ void td_frontend_transport_stats(struct td_frontend *fe, struct td_fuse_transpor
 	td_fuse_session_transport_stats(fe->sess, st);
 }
 
-struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
+struct td_frontend *td_frontend_create(const struct td_frontend_params *p, int *errnum, char *err,
 				       size_t errlen)
 {
 	/* Aligned: the fe_io free lists are on lines of their own. */
 	struct td_frontend *fe = aligned_alloc(_Alignof(struct td_frontend), sizeof(*fe));
 	char *fsname = NULL;
 
+	*errnum = -ENOMEM;
 	if (!fe) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -422,6 +457,7 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 	fe->read_only = p->read_only;
 	fe->parallel_direct_writes = p->parallel_direct_writes;
 	fe->image_fd = p->image_fd;
+	fe->opens = p->opens ? p->opens : &fe->own_opens;
 	fe->uid = getuid();
 	fe->gid = getgid();
 	for (unsigned int i = 0; i < TD_PCPU_SHARDS; i++)
@@ -449,9 +485,13 @@ struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char 
 		/* bio mode and an inline drive do the I/O in the handler's thread. */
 		.blocking_handlers = p->q && (td_queue_mode(p->q) == TD_MODE_BIO ||
 					      td_drive_is_inline(td_queue_drive(p->q))),
+		.adopt = p->adopt,
+		.adopt_fd = p->adopt_fd,
+		.adopt_init_in = p->adopt_init_in,
+		.adopt_init_in_len = p->adopt_init_in_len,
 	};
 
-	fe->sess = td_fuse_session_create(&sp, err, errlen);
+	fe->sess = td_fuse_session_create(&sp, errnum, err, errlen);
 	if (!fe->sess)
 		goto out_free;
 	free(fsname);

@@ -22,8 +22,9 @@
  * and move their data in buffers of a pool (bufpool.h: at most 28 MiB of
  * free buffers are kept after a burst; the rest is unmapped).
  *
- * Lifetime: create (mounts), run (serves until stopped or unmounted), then
- * the owner drains the queue, unmounts and destroys.
+ * Lifetime: create (mounts), start (INIT answered), run (serves until
+ * stopped or unmounted), then the owner drains the queue, unmounts and
+ * destroys.
  * LOCKING: internal; td_frontend_stop() may be called from any thread.
  */
 #ifndef TAGDISK_FRONTEND_H
@@ -53,16 +54,29 @@ struct td_frontend_params {
 	const char *const *fuse_opts;  /* -o options, in order */
 	size_t nr_fuse_opts;
 	enum td_fuse_transport transport; /* [disk] transport; zero: classic */
+	_Atomic uint32_t *opens;	  /* counter of the disk file's opens; NULL: the front end's */
+	bool adopt;			  /* serve adopt_fd, mounted before (fuse_session.h) */
+	int adopt_fd;
+	const void *adopt_init_in;
+	size_t adopt_init_in_len;
 };
 
 struct td_frontend;
 
 /*
  * Create the session and mount it. Return: the front end, or NULL with a
- * message in @err (the mount point is left untouched on failure).
+ * message in @err and a negative errno in *@errnum (the mount point is left
+ * untouched on failure; -EOPNOTSUPP: transport uring cannot be had).
  */
-struct td_frontend *td_frontend_create(const struct td_frontend_params *p, char *err,
-				       size_t errlen) td_nonnull(1, 2);
+struct td_frontend *td_frontend_create(const struct td_frontend_params *p, int *errnum, char *err,
+				       size_t errlen) td_nonnull(1, 2, 3);
+
+/*
+ * Start serving and wait until FUSE_INIT is answered and the transport
+ * settled. Return: 0, or a negative errno (-EOPNOTSUPP: transport uring was
+ * asked for and the kernel did not give it); then stop and run to unwind.
+ */
+int td_frontend_start(struct td_frontend *fe) td_nonnull(1);
 
 /*
  * Serve until td_frontend_stop() or an unmount. Returns after every FUSE
@@ -80,6 +94,15 @@ void td_frontend_unmount(struct td_frontend *fe) td_nonnull(1);
 
 /* Free everything; the queue must be drained and the session unmounted. */
 void td_frontend_destroy(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: the requests the kernel resent when the connection was adopted. */
+uint64_t td_frontend_resent(struct td_frontend *fe) td_nonnull(1);
+
+/* Leave the mount to a successor: unmount and destroy will not take it. */
+void td_frontend_detach(struct td_frontend *fe) td_nonnull(1);
+
+/* Return: the FUSE session (its fd and INIT for a successor: fuse_session.h). */
+struct td_fuse_session *td_frontend_session(struct td_frontend *fe) td_nonnull(1);
 
 /* Return: how many opens of the disk file are not yet released. */
 unsigned int td_frontend_open_count(struct td_frontend *fe) td_nonnull(1);

@@ -57,7 +57,12 @@ struct td_frontend {
 
 	struct fe_io_cache ios[TD_PCPU_SHARDS]; /* by td_pcpu_index() */
 
-	_Atomic unsigned int opens;
+	/*
+	 * Opens of the disk file not yet released: own_opens, or the counter in
+	 * the takeover record (takeover.h), which outlives this daemon.
+	 */
+	_Atomic uint32_t *opens;
+	_Atomic uint32_t own_opens;
 };
 
 /* The disk file's read, write, fsync and fallocate operations (struct fuse_lowlevel_ops). */

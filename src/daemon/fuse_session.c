@@ -19,59 +19,45 @@
  * owns it from then on; the thread takes another from the pool for its next
  * read. A thread gives its buffer back when it ends.
  *
+ * Starting. The rings of FUSE over io_uring (transport auto or uring) are
+ * made before mounting, so that an explicit uring that cannot have them
+ * fails before anything is mounted; the fuse module must offer the ring
+ * (enable_uring Y, which we set when we may). Every reply goes through
+ * fuse_session_reply.c's hook, which settles the FUSE_INIT exchange that
+ * td_fuse_session_wait_ready() waits for: the transport in use is known
+ * before the daemon says it is ready.
+ *
  * Stopping. td_fuse_session_stop() sets a flag and wakes run, which
  * interrupts threads blocked in read(2) with SIGUSR1 (installed without
  * SA_RESTART), repeating until every thread has noticed. An unmount makes
- * read(2) fail with ENODEV, which ends the loop the same way.
- *
- * FUSE over io_uring (transport auto or uring). Before mounting, the fuse
- * module must offer it (enable_uring Y, which we set when we may). libfuse
- * 3.14 knows nothing of it, so the session installs libfuse's custom I/O
- * hook (fuse_session_custom_io) on the mounted fd: every reply libfuse
- * writes goes through session_send(), which (1) adds FUSE_OVER_IO_URING to
- * the INIT reply when the kernel offered it, after setting up the rings
- * (fuse_uring.c) and before starting their threads, and (2) sends a reply
- * whose unique is a ring tag to its ring entry. Ring threads hand requests
- * to libfuse (fuse_session_process_buf) exactly as loop threads do, so the
- * ops cannot tell the transports apart. Stopping holds new ring requests;
- * destroying closes the rings before the device (their commands pin it).
+ * read(2) fail with ENODEV, which ends the loop the same way. Stopping holds
+ * new ring requests; destroying closes the rings before the device (their
+ * commands pin it).
  */
-#define FUSE_USE_VERSION 312
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
-#include <fuse_lowlevel.h>
-#include <linux/fuse.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define TD_HAVE_VALGRIND_H 1
+#endif
+#endif
 #include "common/clock.h"
-#include "common/list.h"
-#include "common/lock.h"
 #include "common/log.h"
-#include "daemon/fuse_session.h"
-#include "daemon/fuse_uring.h"
-#include "daemon/fuse_uring_abi.h"
+#include "daemon/fuse_session_int.h"
 
-#define THREAD_STACK (512U << 10)
-#define MAX_IDLE     10 /* idle loop threads kept; more of them exit */
-/*
- * libfuse reads requests of up to its bufsize: 256 pages of payload plus a
- * page of headers (FUSE_MAX_MAX_PAGES and FUSE_BUFFER_HEADER_SIZE, private
- * to libfuse). Receive buffers must hold that much.
- */
-#define LIBFUSE_MAX_PAGES   256
-#define LIBFUSE_HEADER_SIZE 4096
-#define MAX_WRITE	    (1U << 20)
-#define ENABLE_URING	    "/sys/module/fuse/parameters/enable_uring"
-#define RING_ENTRIES_MAX    64U
-#define MAX_SESSIONS	    8 /* sessions whose fd the custom I/O hook can map back */
+#define THREAD_STACK	 (512U << 10)
+#define MAX_IDLE	 10 /* idle loop threads kept; more of them exit */
+#define ENABLE_URING	 "/sys/module/fuse/parameters/enable_uring"
+#define RING_ENTRIES_MAX 64U
 
 struct loop_thread {
 	struct td_list link; /* s->threads, under s->lock */
@@ -79,49 +65,19 @@ struct loop_thread {
 	bool done;	     /* s->lock */
 };
 
-struct td_fuse_session {
-	struct fuse_session *se;
-	struct fuse_lowlevel_ops ll; /* the caller's, with init wrapped */
-	const struct td_fuse_ops *ops;
-	void *userdata;
-	struct td_bufpool *pool;
-	char *mountpoint;
-	bool mounted;
-	unsigned int max_threads;
-	unsigned int max_background;
-
-	struct td_mutex lock;
-	struct td_cond exit_cond;	/* a thread is done, or stop was asked */
-	struct td_list threads;		/* lock */
-	unsigned int nr_threads;	/* lock */
-	unsigned int peak_threads;	/* lock */
-	_Atomic unsigned int idle;
-	_Atomic bool stopping;
-
-	/* FUSE over io_uring */
-	enum td_fuse_transport transport; /* as asked for */
-	bool uring_wanted;		   /* the module offers it: ask in INIT */
-	unsigned int ring_entries;
-	bool blocking_handlers;
-	_Atomic bool init_pending;	   /* INIT seen, reply not yet written */
-	uint64_t init_unique;		   /* written before init_pending */
-	_Atomic(struct td_fuse_uring *) uring; /* set once the INIT reply asked for it */
-};
-
-/* The sessions the custom I/O hook serves, by fd (it gets the fd, not the session). */
-static struct {
-	_Atomic int fd;
-	_Atomic(struct td_fuse_session *) s;
-} sessions[MAX_SESSIONS];
-
 /* The session this loop thread serves; the receive buffer it is handling, if a handler kept it. */
 static _Thread_local struct td_fuse_session *tl_session;
 static _Thread_local struct td_buf *tl_rbuf;
 static _Thread_local bool tl_stolen;
 
+void td_session_set_thread(struct td_fuse_session *s)
+{
+	tl_session = s;
+}
+
 size_t td_fuse_recv_size(void)
 {
-	return LIBFUSE_MAX_PAGES * (size_t)getpagesize() + LIBFUSE_HEADER_SIZE;
+	return TD_LIBFUSE_MAX_PAGES * (size_t)getpagesize() + TD_LIBFUSE_HEADER_SIZE;
 }
 
 struct td_buf *td_fuse_steal_recv_buf(const void *data, size_t len)
@@ -142,7 +98,7 @@ static void session_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct td_fuse_session *s = tl_session;
 
-	conn->max_write = MAX_WRITE;
+	conn->max_write = TD_FUSE_MAX_WRITE;
 	conn->max_background = s->max_background;
 	conn->congestion_threshold = TD_MAX(s->max_background * 3 / 4, 1U);
 	/* Buffers must be memory we own: no splicing. */
@@ -153,22 +109,34 @@ static void session_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_background, conn->congestion_threshold);
 }
 
-/* ---- FUSE over io_uring: the reply path and INIT ---------------------------------------- */
+/* ---- FUSE over io_uring: probing and the rings -------------------------------------- */
 
-/* Log, once per session, why the ring is not used. */
-static void uring_fallback(struct td_fuse_session *s, const char *why)
+/* Return: whether this process runs under valgrind. */
+static bool under_valgrind(void)
 {
-	if (s->transport == TD_TRANSPORT_URING)
-		td_err("fuse: transport uring asked for but not available: %s; serving through "
-		       "/dev/fuse",
-		       why);
-	else
-		td_notice("fuse: transport classic: %s", why);
+#ifdef TD_HAVE_VALGRIND_H
+	if (RUNNING_ON_VALGRIND)
+		return true;
+#endif
+	/* Without the header: valgrind preloads its vgpreload_*.so into the client. */
+	const char *preload = getenv("LD_PRELOAD");
+
+	return preload && strstr(preload, "vgpreload");
 }
 
 /* Return: 0 when the module offers FUSE over io_uring (setting enable_uring if we may), else -1. */
 static int uring_probe(char *why, size_t len)
 {
+	if (under_valgrind()) {
+		/*
+		 * Its scheduler runs one thread at a time and does not see a thread
+		 * waiting in io_uring_enter() as blocked: the rings would stall the
+		 * whole daemon.
+		 */
+		snprintf(why, len, "the daemon runs under valgrind, which cannot run io_uring "
+			 "rings beside other threads");
+		return -1;
+	}
 	int fd = open(ENABLE_URING, O_RDWR | O_CLOEXEC);
 	bool writable = fd >= 0;
 	char c = 0;
@@ -205,16 +173,6 @@ static int uring_probe(char *why, size_t len)
 	return 0;
 }
 
-static struct td_fuse_session *session_of_fd(int fd)
-{
-	for (unsigned int i = 0; i < MAX_SESSIONS; i++)
-		if (atomic_load(&sessions[i].s) && atomic_load(&sessions[i].fd) == fd)
-			return atomic_load(&sessions[i].s);
-	return NULL;
-}
-
-static void ring_process(void *arg, void *buf, size_t len);
-
 static unsigned int online_cpus(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -223,173 +181,51 @@ static unsigned int online_cpus(void)
 }
 
 /*
- * The INIT reply, when the kernel offered the ring: set the rings up for the
- * sizes the reply gives, ask for io_uring in it, and once it is written start
- * the ring threads. Anything failing before the write leaves the reply as
- * libfuse made it (classic).
+ * Transport auto or uring: make the rings, before mounting, for the limits
+ * session_init() will set. Return: 0 (rings made, or classic with a log line
+ * for auto), or -EOPNOTSUPP with a message in @err for an explicit uring.
  */
-static ssize_t init_reply(struct td_fuse_session *s, int fd, struct iovec *iov, int count)
+static int make_rings(struct td_fuse_session *s, char *err, size_t errlen)
 {
-	struct fuse_init_out out;
-	size_t n = iov[1].iov_len;
-	char err[256];
-	long page = getpagesize();
+	char why[256];
+	size_t payload = TD_MAX((size_t)8192, (size_t)TD_FUSE_MAX_WRITE);
 
-	if (count != 2 || n < offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) ||
-	    n > sizeof(out)) {
-		uring_fallback(s, "the INIT reply has no room for the io_uring flag");
-		return writev(fd, iov, count);
+	if (s->transport == TD_TRANSPORT_CLASSIC)
+		return 0;
+	payload = TD_MAX(payload, (size_t)TD_LIBFUSE_MAX_PAGES * (size_t)getpagesize());
+	if (uring_probe(why, sizeof(why)) == 0) {
+		struct td_fuse_uring_params up = {
+			.fuse_fd = -1,
+			.nr_entries = s->ring_entries,
+			.payload_bytes = payload,
+			.process = td_session_ring_process,
+			.failed = td_session_ring_failed,
+			.arg = s,
+			/*
+			 * Handlers that return at once (drive workers) leave the copies
+			 * to the drive's workers and the commits to the queue's thread.
+			 * Blocking ones get two helpers per CPU, at least 4: more threads
+			 * would only contend on the image's inode lock.
+			 */
+			.helpers = s->blocking_handlers
+					   ? TD_MIN(s->max_threads, TD_MAX(4U, 2 * online_cpus()))
+					   : 0,
+			.blocking = s->blocking_handlers,
+		};
+
+		s->rings = td_fuse_uring_create(&up, why, sizeof(why));
+		if (s->rings)
+			return 0;
 	}
-	memset(&out, 0, sizeof(out));
-	memcpy(&out, iov[1].iov_base, n);
-
-	size_t payload = TD_MAX((size_t)8192, (size_t)out.max_write);
-
-	payload = TD_MAX(payload, (size_t)out.max_pages * (size_t)page);
-	struct td_fuse_uring_params up = {
-		.fuse_fd = fd,
-		.nr_entries = s->ring_entries,
-		.payload_bytes = payload,
-		.process = ring_process,
-		.arg = s,
-		/*
-		 * Handlers that return at once (drive workers) leave the copies to the
-		 * drive's workers and the commits to the queue's thread: measured,
-		 * helpers committing there made 1 MiB reads slower (0.59x).
-		 * Blocking ones get two helpers per CPU: measured on 2 CPUs, 128
-		 * allowed made 1 MiB writes 0.88x classic and 4 made them 1.12x
-		 * (more threads only spin on the image's inode lock).
-		 */
-		.helpers = s->blocking_handlers
-				   ? TD_MIN(s->max_threads, TD_MAX(4U, 2 * online_cpus()))
-				   : 0,
-		.blocking = s->blocking_handlers,
-	};
-	struct td_fuse_uring *u = td_fuse_uring_create(&up, err, sizeof(err));
-
-	if (!u) {
-		uring_fallback(s, err);
-		return writev(fd, iov, count);
+	if (s->transport == TD_TRANSPORT_URING) {
+		snprintf(err, errlen, "transport uring: %s", why);
+		return -EOPNOTSUPP;
 	}
-	out.flags |= FUSE_INIT_EXT;
-	out.flags2 |= (uint32_t)(TD_FUSE_OVER_IO_URING >> 32);
-	struct iovec v[2] = { iov[0], { &out, n } };
-	ssize_t ret = writev(fd, v, 2);
-
-	if (ret < 0) {
-		int e = errno;
-
-		td_fuse_uring_destroy(u);
-		errno = e;
-		return ret;
-	}
-	/* Published before any ring thread runs: their replies look it up. */
-	atomic_store(&s->uring, u);
-	if (td_fuse_uring_start(u))
-		td_err("fuse: a ring queue has no thread: requests on its CPU wait until unmount");
-	td_notice("fuse: transport uring: %u queues x %u entries, %zu KiB payload each",
-		  td_fuse_uring_nr_cpus(), td_fuse_uring_entries(u), payload >> 10);
-	return ret;
+	td_session_uring_fallback(s, why);
+	return 0;
 }
 
-/* Write a reply: to its ring entry, or to /dev/fuse. Return: as writev(2). */
-static ssize_t session_send(struct td_fuse_session *s, int fd, struct iovec *iov, int count)
-{
-	const struct fuse_out_header *oh = iov[0].iov_base;
-
-	if (s && count >= 1 && iov[0].iov_len >= sizeof(*oh)) {
-		struct td_fuse_uring *u = atomic_load(&s->uring);
-
-		if (u && td_fuse_uring_owns(oh->unique))
-			return td_fuse_uring_reply(u, iov, count);
-		if (atomic_load(&s->init_pending) && oh->unique == s->init_unique) {
-			atomic_store(&s->init_pending, false);
-			if (!oh->error)
-				return init_reply(s, fd, iov, count);
-		}
-	}
-	return writev(fd, iov, count);
-}
-
-/* libfuse's custom I/O hooks (fuse_session_custom_io). */
-static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	(void)userdata;
-	return session_send(session_of_fd(fd), fd, iov, count);
-}
-
-static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
-{
-	(void)userdata;
-	return read(fd, buf, len);
-}
-
-/* In a loop thread, before libfuse sees it: does the kernel offer the ring? */
-static void init_seen(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len)
-{
-	const struct fuse_init_in *arg = (const void *)(in + 1);
-	uint64_t flags;
-
-	if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(arg->flags2)) {
-		uring_fallback(s, "the kernel's INIT is too old for io_uring");
-		return;
-	}
-	flags = arg->flags;
-	if (flags & FUSE_INIT_EXT)
-		flags |= (uint64_t)arg->flags2 << 32;
-	if (!(flags & TD_FUSE_OVER_IO_URING)) {
-		uring_fallback(s, "the kernel did not offer FUSE_OVER_IO_URING in INIT");
-		return;
-	}
-	s->init_unique = in->unique;
-	atomic_store(&s->init_pending, true);
-}
-
-
-/* Write a raw reply to the kernel. Return: 0 or a negative errno. */
-static int send_raw(struct td_fuse_session *s, uint64_t unique, int error, const void *arg,
-		    size_t arg_len)
-{
-	struct fuse_out_header out = {
-		.len = (uint32_t)(sizeof(out) + (error ? 0 : arg_len)),
-		.error = -error,
-		.unique = unique,
-	};
-	struct iovec iov[2] = { { &out, sizeof(out) }, { (void *)arg, arg_len } };
-	ssize_t n = session_send(s, fuse_session_fd(s->se), iov, error ? 1 : 2);
-
-	return n < 0 ? -errno : 0;
-}
-
-/* Answer FUSE_OPEN ourselves, with the open flags ops->open chose. */
-static void open_raw(struct td_fuse_session *s, const struct fuse_in_header *in, size_t len)
-{
-	const struct fuse_open_in *arg = (const void *)(in + 1);
-	struct fuse_open_out out = { 0 };
-	int error;
-
-	if (len < sizeof(*in) + sizeof(*arg))
-		error = EIO;
-	else
-		error = s->ops->open(s->userdata, in->nodeid, arg->flags, &out.open_flags);
-	if (send_raw(s, in->unique, error, &out, sizeof(out)) && !error && s->ops->open_unsent)
-		s->ops->open_unsent(s->userdata, in->nodeid);
-}
-
-/* A request that arrived on a ring, in its queue's thread: as a loop thread would. */
-static void ring_process(void *arg, void *buf, size_t len)
-{
-	struct td_fuse_session *s = arg;
-	const struct fuse_in_header *in = buf;
-
-	if (in->opcode == FUSE_OPEN) {
-		open_raw(s, in, len);
-	} else {
-		struct fuse_buf fbuf = { .mem = buf, .size = len };
-
-		fuse_session_process_buf(s->se, &fbuf);
-	}
-}
+/* ---- the loop ------------------------------------------------------------------------ */
 
 static void *loop_thread(void *arg);
 
@@ -433,6 +269,37 @@ static struct loop_thread *self_locked(struct td_fuse_session *s)
 	return NULL;
 }
 
+/*
+ * One request read into *@rb (@fbuf, @len bytes), in a loop thread (or the
+ * thread adopting a connection): to libfuse, or answered here. A handler that
+ * keeps the receive buffer leaves *@rb NULL.
+ */
+void td_session_handle_request(struct td_fuse_session *s, struct td_buf **rb,
+			       struct fuse_buf *fbuf, size_t len)
+{
+	const struct fuse_in_header *in = (const void *)fbuf->mem;
+
+	if (in->opcode == FUSE_INIT)
+		td_session_init_seen(s, in, len);
+	if (in->opcode == FUSE_INTERRUPT && atomic_load(&s->uring)) {
+		/*
+		 * It names the kernel's unique, which libfuse never saw for a
+		 * ring request: unmatched, libfuse would keep it and answer
+		 * EAGAIN later, making the kernel resend it. No handler looks
+		 * at interruptions, and an interrupt needs no reply: drop it.
+		 */
+	} else if (in->opcode == FUSE_OPEN) {
+		td_session_open_raw(s, in, len);
+	} else {
+		tl_rbuf = *rb;
+		tl_stolen = false;
+		fuse_session_process_buf(s->se, fbuf);
+		tl_rbuf = NULL;
+		if (tl_stolen)
+			*rb = NULL;
+	}
+}
+
 static void *loop_thread(void *arg)
 {
 	struct td_fuse_session *s = arg;
@@ -442,7 +309,7 @@ static void *loop_thread(void *arg)
 	sigset_t set;
 
 	td_thread_name("td-fuse");
-	tl_session = s;
+	td_session_set_thread(s);
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -471,27 +338,7 @@ static void *loop_thread(void *arg)
 				spawn_thread_locked(s);
 			td_mutex_unlock(&s->lock);
 		}
-		const struct fuse_in_header *in = (const void *)fbuf.mem;
-
-		if (in->opcode == FUSE_INIT && s->uring_wanted)
-			init_seen(s, in, (size_t)res);
-		if (in->opcode == FUSE_INTERRUPT && atomic_load(&s->uring)) {
-			/*
-			 * It names the kernel's unique, which libfuse never saw for a
-			 * ring request: unmatched, libfuse would keep it and answer
-			 * EAGAIN later, making the kernel resend it. No handler looks
-			 * at interruptions, and an interrupt needs no reply: drop it.
-			 */
-		} else if (in->opcode == FUSE_OPEN) {
-			open_raw(s, in, (size_t)res);
-		} else {
-			tl_rbuf = rb;
-			tl_stolen = false;
-			fuse_session_process_buf(s->se, &fbuf);
-			tl_rbuf = NULL;
-			if (tl_stolen)
-				rb = NULL;
-		}
+		td_session_handle_request(s, &rb, &fbuf, (size_t)res);
 		/*
 		 * Idle again, unless MAX_IDLE threads already wait for work: then
 		 * this one ends without ever counting as idle (counting it first would
@@ -527,19 +374,56 @@ static void sigusr1_handler(int sig)
 	(void)sig; /* only here to interrupt read(2) */
 }
 
-int td_fuse_session_run(struct td_fuse_session *s)
+int td_fuse_session_start(struct td_fuse_session *s)
 {
 	struct sigaction sa = { .sa_handler = sigusr1_handler };
+	int ret = 0;
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART */
 
-	td_mutex_lock(&s->lock);
-	spawn_thread_locked(s);
-	if (!s->nr_threads) {
-		td_mutex_unlock(&s->lock);
-		return -EAGAIN;
+	if (s->adopted && !s->started) {
+		ret = td_session_adopt(s);
+		if (ret)
+			return ret;
 	}
+	td_mutex_lock(&s->lock);
+	if (!s->started) {
+		spawn_thread_locked(s);
+		s->started = s->nr_threads > 0;
+		ret = s->started ? 0 : -EAGAIN;
+	}
+	td_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int td_fuse_session_wait_ready(struct td_fuse_session *s)
+{
+	int ret;
+
+	td_mutex_lock(&s->lock);
+	while (s->init_state == TD_INIT_WAITING) {
+		/* The loop ended (an unmount, a read error) before INIT was answered. */
+		if (!s->nr_threads || atomic_load(&s->stopping) || fuse_session_exited(s->se)) {
+			s->init_state = TD_INIT_FAILED;
+			s->init_err = -ENOTCONN;
+			break;
+		}
+		td_cond_wait_until(&s->init_cond, &s->lock, td_now_ns() + 100 * TD_NSEC_PER_MSEC);
+	}
+	ret = s->init_state == TD_INIT_FAILED ? s->init_err : 0;
+	td_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int td_fuse_session_run(struct td_fuse_session *s)
+{
+	struct td_fuse_uring *u;
+	int ret = td_fuse_session_start(s);
+
+	if (ret)
+		return ret;
+	td_mutex_lock(&s->lock);
 	for (;;) {
 		/* Reap finished threads; stop when none is left. */
 		struct td_list *pos, *n;
@@ -575,6 +459,9 @@ int td_fuse_session_run(struct td_fuse_session *s)
 		}
 	}
 	td_mutex_unlock(&s->lock);
+	u = atomic_load(&s->uring);
+	if (u && td_fuse_uring_failed(u))
+		return -EIO;
 	return atomic_load(&s->stopping) ? 0 : 1;
 }
 
@@ -592,10 +479,37 @@ void td_fuse_session_stop(struct td_fuse_session *s)
 
 void td_fuse_session_unmount(struct td_fuse_session *s)
 {
-	if (s->mounted) {
-		fuse_session_unmount(s->se);
-		s->mounted = false;
+	if (s->mounted && !s->detached) {
+		if (s->adopted)
+			td_session_unmount_adopted(s);
+		else
+			fuse_session_unmount(s->se);
 	}
+	s->mounted = false;
+}
+
+void td_fuse_session_detach(struct td_fuse_session *s)
+{
+	s->detached = true;
+}
+
+uint64_t td_fuse_session_resent(struct td_fuse_session *s)
+{
+	return s->resent;
+}
+
+int td_fuse_session_fd(struct td_fuse_session *s)
+{
+	return s->fd;
+}
+
+void td_fuse_session_init_args(struct td_fuse_session *s, const void **in, size_t *in_len,
+			       const void **out, size_t *out_len)
+{
+	*in = s->init_in;
+	*in_len = s->init_in_len;
+	*out = s->init_out;
+	*out_len = s->init_out_len;
 }
 
 unsigned int td_fuse_session_threads(struct td_fuse_session *s, unsigned int *peak)
@@ -614,12 +528,15 @@ void td_fuse_session_transport_stats(struct td_fuse_session *s, struct td_fuse_t
 	struct td_fuse_uring *u = atomic_load(&s->uring);
 
 	memset(st, 0, sizeof(*st));
+	if (u && s->uring_refused)
+		u = NULL;
 	st->name = u ? "uring" : "classic";
 	if (u) {
 		st->nr_queues = td_fuse_uring_counts(u, st->queue_requests,
 						     TD_ARRAY_SIZE(st->queue_requests));
 		st->entries = td_fuse_uring_entries(u);
 		st->helpers = td_fuse_uring_helpers(u);
+		td_fuse_uring_trims(u, &st->trims, &st->trim_kept);
 	}
 }
 
@@ -634,6 +551,29 @@ void *td_fuse_reply_space(size_t len)
 }
 
 /* ---- creation -------------------------------------------------------------------------- */
+
+/*
+ * Give libfuse a copy of the adopted connection @fd: "/dev/fd/N" as the mount
+ * point makes it take N as its device and mount nothing (and unmount nothing:
+ * td_session_unmount_adopted() does). Return: 0 or a negative errno.
+ */
+static int adopt_fd(struct td_fuse_session *s, int fd, char *err, size_t errlen)
+{
+	char path[32];
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+	if (copy < 0) {
+		snprintf(err, errlen, "takeover: %s", strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "/dev/fd/%d", copy);
+	if (fuse_session_mount(s->se, path)) {
+		close(copy);
+		snprintf(err, errlen, "takeover: libfuse refused the adopted connection");
+		return -EIO;
+	}
+	return 0;
+}
 
 /* Return: 0, or -ENOMEM with @args partly built. */
 static int build_args(struct fuse_args *args, const struct td_fuse_session_params *p)
@@ -659,12 +599,14 @@ static int build_args(struct fuse_args *args, const struct td_fuse_session_param
 	return 0;
 }
 
-struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, char *err,
-					       size_t errlen)
+struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, int *errnum,
+					       char *err, size_t errlen)
 {
 	struct td_fuse_session *s = calloc(1, sizeof(*s));
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	int ret;
 
+	*errnum = -ENOMEM;
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -674,9 +616,9 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 	s->ops = p->ops;
 	s->userdata = p->userdata;
 	s->pool = p->pool;
+	s->fd = -1;
 	s->max_threads = TD_MAX(p->max_threads, 2U);
 	s->max_background = TD_MAX(p->max_background, 12U);
-	s->mountpoint = strdup(p->mountpoint);
 	s->transport = p->transport;
 	s->ring_entries = p->ring_entries;
 	s->blocking_handlers = p->blocking_handlers;
@@ -691,64 +633,66 @@ struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_para
 		s->ring_entries = TD_MIN(TD_MAX((s->max_background + cpus - 1) / cpus, 2U),
 					 RING_ENTRIES_MAX);
 	}
-	if (s->transport != TD_TRANSPORT_CLASSIC) {
-		char why[256];
-
-		if (uring_probe(why, sizeof(why)) == 0) {
-			s->uring_wanted = true;
-		} else if (s->transport == TD_TRANSPORT_URING) {
-			snprintf(err, errlen, "transport uring: %s", why);
-			free(s->mountpoint);
-			free(s);
-			return NULL;
-		} else {
-			uring_fallback(s, why);
-		}
-	}
 	td_mutex_init(&s->lock);
 	td_cond_init(&s->exit_cond);
+	td_cond_init(&s->init_cond);
 	td_list_init(&s->threads);
+	s->mountpoint = strdup(p->mountpoint);
 	if (!s->mountpoint || build_args(&args, p)) {
 		snprintf(err, errlen, "out of memory");
+		goto out_free_args;
+	}
+	if (p->adopt) {
+		/* A ring's requests do not survive their daemon: adopted connections are classic. */
+		s->transport = TD_TRANSPORT_CLASSIC;
+		s->adopted = true;
+		s->init_in_len = TD_MIN(p->adopt_init_in_len, sizeof(s->init_in));
+		memcpy(s->init_in, p->adopt_init_in, s->init_in_len);
+	}
+	ret = make_rings(s, err, errlen);
+	if (ret) {
+		*errnum = ret;
 		goto out_free_args;
 	}
 	s->se = fuse_session_new(&args, &s->ll, sizeof(s->ll), p->userdata);
 	if (!s->se) {
 		snprintf(err, errlen, "cannot create the FUSE session (bad -o option?)");
-		goto out_free_args;
+		*errnum = -EINVAL;
+		goto out_free_rings;
 	}
-	if (fuse_session_mount(s->se, s->mountpoint)) {
+	if (s->adopted)
+		ret = adopt_fd(s, p->adopt_fd, err, errlen);
+	else if (fuse_session_mount(s->se, s->mountpoint)) {
 		snprintf(err, errlen, "cannot mount on \"%s\"", s->mountpoint);
+		ret = -EIO;
+	}
+	if (ret) {
+		*errnum = ret;
 		goto out_destroy_session;
 	}
 	s->mounted = true;
-	if (s->uring_wanted) {
-		/* Replies go through session_send(): the INIT flag, and ring replies. */
-		const struct fuse_custom_io io = { .writev = hook_writev, .read = hook_read };
-		unsigned int i;
-		int fd = fuse_session_fd(s->se);
-
-		for (i = 0; i < MAX_SESSIONS; i++) {
-			struct td_fuse_session *none = NULL;
-
-			atomic_store(&sessions[i].fd, fd);
-			if (atomic_compare_exchange_strong(&sessions[i].s, &none, s))
-				break;
-		}
-		if (i == MAX_SESSIONS || fuse_session_custom_io(s->se, &io, fd)) {
-			if (i < MAX_SESSIONS)
-				atomic_store(&sessions[i].s, NULL);
-			s->uring_wanted = false;
-			uring_fallback(s, "cannot hook libfuse's replies");
-		}
+	s->fd = fuse_session_fd(s->se);
+	/* Replies go through fuse_session_reply.c: INIT, and ring replies. */
+	ret = td_session_hook_replies(s);
+	if (ret) {
+		snprintf(err, errlen, "cannot hook libfuse's replies: %s", strerror(-ret));
+		*errnum = ret;
+		goto out_unmount;
 	}
 	fuse_opt_free_args(&args);
+	*errnum = 0;
 	return s;
 
+out_unmount:
+	fuse_session_unmount(s->se);
 out_destroy_session:
 	fuse_session_destroy(s->se);
+out_free_rings:
+	if (s->rings)
+		td_fuse_uring_destroy(s->rings);
 out_free_args:
 	fuse_opt_free_args(&args);
+	td_cond_destroy(&s->init_cond);
 	td_cond_destroy(&s->exit_cond);
 	td_mutex_destroy(&s->lock);
 	free(s->mountpoint);
@@ -766,10 +710,11 @@ void td_fuse_session_destroy(struct td_fuse_session *s)
 		atomic_store(&s->uring, NULL);
 		td_fuse_uring_destroy(u);
 	}
-	for (unsigned int i = 0; i < MAX_SESSIONS; i++)
-		if (atomic_load(&sessions[i].s) == s)
-			atomic_store(&sessions[i].s, NULL);
+	if (s->rings)
+		td_fuse_uring_destroy(s->rings);
+	td_session_unhook(s);
 	fuse_session_destroy(s->se);
+	td_cond_destroy(&s->init_cond);
 	td_cond_destroy(&s->exit_cond);
 	td_mutex_destroy(&s->lock);
 	free(s->mountpoint);

@@ -22,16 +22,17 @@
  *    state, so nothing is lost by bypassing it for this one opcode.
  *
  * FUSE over io_uring (fuse_uring.h) sits beside it, asked for with
- * transport: the session answers FUSE_INIT with FUSE_OVER_IO_URING when the
- * kernel offers it, starts one ring queue per CPU, and hands each request
- * arriving on a ring to libfuse exactly like one read here, with the same
- * ops; the replies (sent by libfuse through the session's custom I/O hook,
- * on whatever thread) go back to the ring entry they came from. /dev/fuse
- * keeps INIT, FORGET, INTERRUPT and notifications, and everything when the
- * ring is not in use.
+ * transport: the rings are made before mounting, the session answers
+ * FUSE_INIT with FUSE_OVER_IO_URING when the kernel offers it, and hands each
+ * request arriving on a ring to libfuse exactly like one read here, with the
+ * same ops; the replies (sent by libfuse through the session's custom I/O
+ * hook, on whatever thread) go back to the ring entry they came from.
+ * /dev/fuse keeps INIT, FORGET, INTERRUPT and notifications, and everything
+ * when the ring is not in use.
  *
- * Lifetime: create (mounts), run (serves until stopped or unmounted), then
- * unmount and destroy; the ops, their userdata and the pool must outlive the
+ * Lifetime: create (mounts), start (the first loop thread: FUSE_INIT is
+ * answered), wait_ready (the transport is settled), run (serves until
+ * stopped or unmounted), then unmount and destroy; the ops, their userdata and the pool must outlive the
  * session. LOCKING: internal; td_fuse_session_stop() and
  * td_fuse_session_threads() may be called from any thread.
  */
@@ -89,6 +90,16 @@ struct td_fuse_session_params {
 	unsigned int ring_entries;     /* uring: entries per queue (0: from max_background) */
 	bool blocking_handlers;	       /* read/write/fsync/fallocate may block for the I/O:
 					  uring runs them on helper threads, not the ring's */
+	/*
+	 * adopt: serve the /dev/fuse connection adopt_fd (mounted at mountpoint by
+	 * an earlier daemon) instead of mounting; classic transport only.
+	 * adopt_init_in holds the kernel's FUSE_INIT arguments as they came then
+	 * (takeover.h).
+	 */
+	bool adopt;
+	int adopt_fd;
+	const void *adopt_init_in;
+	size_t adopt_init_in_len;
 };
 
 /* What the session's transport is doing: for the admin status. */
@@ -97,6 +108,8 @@ struct td_fuse_transport_stats {
 	unsigned int nr_queues;		 /* uring: queues (one per CPU); 0 for classic */
 	unsigned int entries;		 /* uring: entries per queue */
 	unsigned int helpers;		 /* uring: helper loops running */
+	uint64_t trims;			 /* uring: entries whose pages an idle loop gave back */
+	uint64_t trim_kept;		 /* uring: of those, entries holding a request, kept */
 	uint64_t queue_requests[64];	 /* uring: requests each queue received (first 64) */
 };
 
@@ -107,16 +120,53 @@ size_t td_fuse_recv_size(void);
 
 /*
  * Create the session and mount it. Return: the session, or NULL with a message
- * in @err (the mount point is left untouched on failure).
+ * in @err and a negative errno in *@errnum (the mount point is left untouched
+ * on failure): -EOPNOTSUPP when transport uring was asked for and cannot be
+ * had (checked before mounting).
  */
-struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, char *err,
-					       size_t errlen) td_nonnull(1, 2);
+struct td_fuse_session *td_fuse_session_create(const struct td_fuse_session_params *p, int *errnum,
+					       char *err, size_t errlen) td_nonnull(1, 2, 3);
 
 /*
- * Serve until td_fuse_session_stop() or an unmount. Returns after every loop
- * thread has exited; replies sent later from other threads (completions)
- * still reach the kernel while it is mounted. Return: 0 when stopped, 1 when
- * the file system was unmounted from outside, a negative errno on failure.
+ * Start serving: the first loop thread; an adopted connection first replays
+ * its FUSE_INIT to libfuse and takes what the kernel resends. Return: 0 or a
+ * negative errno. Idempotent.
+ */
+int td_fuse_session_start(struct td_fuse_session *s) td_nonnull(1);
+
+/* Return: the requests the kernel resent when the connection was adopted. */
+uint64_t td_fuse_session_resent(struct td_fuse_session *s) td_nonnull(1);
+
+/* Return: the /dev/fuse fd (owned by the session). */
+int td_fuse_session_fd(struct td_fuse_session *s) td_nonnull(1);
+
+/*
+ * After FUSE_INIT: the kernel's INIT arguments and our reply's, as they went
+ * (what a successor replays: takeover.h), into the pointers.
+ */
+void td_fuse_session_init_args(struct td_fuse_session *s, const void **in, size_t *in_len,
+			       const void **out, size_t *out_len) td_nonnull(1, 2, 3, 4, 5);
+
+/* Leave the mount in place: unmount and destroy will not take it (a successor will serve it). */
+void td_fuse_session_detach(struct td_fuse_session *s) td_nonnull(1);
+
+/*
+ * After td_fuse_session_start(): wait until FUSE_INIT has been answered and
+ * the transport settled (with io_uring, every ring registered). Return: 0, or
+ * a negative errno: -EOPNOTSUPP when transport uring was asked for and the
+ * kernel did not give it (the connection is served through /dev/fuse until
+ * the caller stops), -ENOTCONN when the loop ended first, or the error INIT
+ * was answered with.
+ */
+int td_fuse_session_wait_ready(struct td_fuse_session *s) td_nonnull(1);
+
+/*
+ * Serve (starting first if td_fuse_session_start() was not called) until
+ * td_fuse_session_stop() or an unmount. Returns after every loop thread has
+ * exited; replies sent later from other threads (completions) still reach
+ * the kernel while it is mounted. Return: 0 when stopped, 1 when the file
+ * system was unmounted from outside, a negative errno on failure (-EIO: a
+ * ring stopped on an error and stopped the session).
  */
 int td_fuse_session_run(struct td_fuse_session *s) td_nonnull(1);
 

@@ -16,10 +16,12 @@
  * written later from a completion thread finds its entry; the entry stays
  * the request's until that reply commits.
  *
- * Lifetime: create while answering FUSE_INIT (the sizes are the reply's),
- * start once the reply is written (the kernel refuses REGISTER before), destroy before closing /dev/fuse (the
- * ring's pending commands hold the device open). Every reply to a ring
- * request must have been written before destroy.
+ * Lifetime: create before mounting or while answering FUSE_INIT (the sizes
+ * are the reply's; the queue threads are made then and wait), start once the
+ * INIT reply asking for io_uring is written (the kernel refuses REGISTER
+ * before), destroy before closing /dev/fuse (the ring's pending commands hold
+ * the device open). Every reply to a ring request must have been written
+ * before destroy. The parts and the states of an entry: fuse_uring_int.h.
  * LOCKING: each loop's (queue thread's or helper's) mutex guards its lists
  * of replies waiting to be committed and of requests handed to it;
  * everything else of a loop belongs to its thread, and an entry to the loop
@@ -38,7 +40,7 @@
 struct td_fuse_uring;
 
 struct td_fuse_uring_params {
-	int fuse_fd;		  /* the /dev/fuse connection (borrowed) */
+	int fuse_fd;		  /* the /dev/fuse connection (borrowed; or given at start) */
 	unsigned int nr_entries;  /* per queue, 2 at least */
 	size_t payload_bytes;	  /* per entry: max(8192, max_write, max_pages x page) */
 	/*
@@ -64,31 +66,42 @@ struct td_fuse_uring_params {
 	 * keeps a request rather than wait behind a busier one.
 	 */
 	bool blocking;
+	/*
+	 * Optional: a loop met an error it cannot wait through (its entries and
+	 * the requests in them would hang): stop serving. Called once per failing
+	 * loop, from its thread; td_fuse_uring_failed() is true from then on.
+	 */
+	void (*failed)(void *arg);
 };
 
 /* Return: the number of queues the kernel expects: one per possible CPU. */
 unsigned int td_fuse_uring_nr_cpus(void);
 
 /*
- * Set up the queues: rings and entry buffers, nothing registered yet (the
- * kernel refuses REGISTER until it has processed the INIT reply). Return: the
- * rings, or NULL with a message in @err.
+ * Set up the queues: rings, entry buffers and the queue threads, which wait
+ * for td_fuse_uring_start() (the kernel refuses REGISTER until it has
+ * processed the INIT reply). Return: the rings, or NULL with a message in
+ * @err (nothing is left behind).
  */
 struct td_fuse_uring *td_fuse_uring_create(const struct td_fuse_uring_params *p, char *err,
 					   size_t errlen) td_nonnull(1, 2);
 
 /*
- * Once the INIT reply asking for io_uring is written: start the queue
- * threads, each of which registers all its entries first. Return: 0 or a
- * negative errno (some thread missing: the kernel would wait for its queue).
+ * Once the INIT reply asking for io_uring is written: let the queue threads
+ * register their entries on @fuse_fd, and wait until all have. Return: 0, or the first
+ * negative errno the kernel answered a REGISTER with (it then serves the
+ * connection through /dev/fuse).
  */
-int td_fuse_uring_start(struct td_fuse_uring *u) td_nonnull(1);
+int td_fuse_uring_start(struct td_fuse_uring *u, int fuse_fd) td_nonnull(1);
 
 /* From now on, requests arriving on the rings are held, not processed (a stopping daemon). */
 void td_fuse_uring_hold(struct td_fuse_uring *u) td_nonnull(1);
 
 /* Stop the threads, cancel what the kernel holds, free. */
 void td_fuse_uring_destroy(struct td_fuse_uring *u) td_nonnull(1);
+
+/* Return: whether a loop stopped on an error (the params' failed callback ran). */
+bool td_fuse_uring_failed(struct td_fuse_uring *u) td_nonnull(1);
 
 /* Return: whether @unique is the tag of a ring request. */
 bool td_fuse_uring_owns(uint64_t unique);
@@ -117,10 +130,16 @@ void *td_fuse_uring_reply_space(size_t len);
 unsigned int td_fuse_uring_counts(struct td_fuse_uring *u, uint64_t *counts, unsigned int max)
 	td_nonnull(1);
 
+/* The entries idle loops gave back, in *@trims; of those, the ones holding a request, in *@kept. */
+void td_fuse_uring_trims(struct td_fuse_uring *u, uint64_t *trims, uint64_t *kept) td_nonnull(1, 2, 3);
+
 /* Return: the helper loops running now. */
 unsigned int td_fuse_uring_helpers(struct td_fuse_uring *u) td_nonnull(1);
 
 /* Return: the entries per queue. */
 unsigned int td_fuse_uring_entries(const struct td_fuse_uring *u) td_nonnull(1);
+
+/* Return: the payload bytes of each entry. */
+size_t td_fuse_uring_payload(const struct td_fuse_uring *u) td_nonnull(1);
 
 #endif /* TAGDISK_FUSE_URING_H */

@@ -18,7 +18,7 @@
  *
  * Signals are blocked in every thread and taken by one thread with
  * sigwait(): SIGTERM and SIGINT stop the front end, SIGHUP reloads
- * (reload.h). Shutdown: stop receiving FUSE requests, drain the queue and
+ * (reload.h), SIGUSR2 restarts in place (as `tagdiskctl restart`). Shutdown: stop receiving FUSE requests, drain the queue and
  * flush the drive, both within [drive] shutdown_timeout_ms counted from the
  * stop (what is left then fails with EIO), unmount, free everything. A
  * second SIGTERM or SIGINT while draining or flushing gives up at once: the
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,7 +43,9 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/frontend.h"
+#include "daemon/mounts.h"
 #include "daemon/reload.h"
+#include "daemon/takeover.h"
 #include "tagdisk/bio.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
@@ -54,6 +57,8 @@
 
 #define EXIT_USAGE     2
 #define EXIT_DATA_LOST 3
+/* main()'s wake-up of the signal thread (SIGUSR1 interrupts FUSE reads, SIGUSR2 restarts). */
+#define SIG_WAKE (SIGRTMIN + 1)
 
 /*
  * Where a stop stands. STOP_DRAINING covers the front end's last requests,
@@ -65,6 +70,18 @@ enum stop_phase {
 	STOP_DRAINING,
 	STOP_CLOSING,
 	STOP_DONE, /* main() is past the signal thread: it ends at its next wake-up */
+};
+
+/*
+ * How a stop ends, once the queue is drained and the disk flushed (takeover.h):
+ * unmount (a stop), leave the mount to the service manager's fd store for
+ * the next daemon (SIGTERM with a restart pending), or re-execute in place
+ * with the connection (tagdiskctl restart, SIGUSR2).
+ */
+enum stop_end {
+	END_UNMOUNT,
+	END_HANDOVER,
+	END_EXEC,
 };
 
 struct daemon {
@@ -82,12 +99,17 @@ struct daemon {
 	struct td_frontend *fe;
 	struct td_admin *admin;
 	pthread_t sig_thread;
+	struct td_takeover takeover;
+	char **argv;	/* as started: what a restart executes again */
+	char *exe;	/* the binary's path at start (a restart runs what is there then) */
+	bool detached;	/* in the background (here, or before a restart in place) */
 
 	/* Guards the fields below. Held with no other lock, except by abandon(). */
 	pthread_mutex_t stop_lock;
 	enum stop_phase phase;
 	uint64_t stop_start_ns;	   /* when the stop began (the shutdown_timeout_ms clock) */
 	unsigned int stop_signals; /* SIGTERM/SIGINT received */
+	enum stop_end end;
 };
 
 /* ---- signals --------------------------------------------------------------------------- */
@@ -132,6 +154,43 @@ static bool begin_stop(struct daemon *d)
 	return first;
 }
 
+/*
+ * tagdiskctl restart, SIGUSR2: stop receiving, drain, write back, and
+ * re-execute with the connection (stop()). Only the classic transport's
+ * requests survive a handover. Return: 0, or -EBUSY/-EOPNOTSUPP with @err.
+ */
+static int request_restart(struct daemon *d, char *err, size_t errlen)
+{
+	struct td_fuse_transport_stats ts;
+
+	td_frontend_transport_stats(d->fe, &ts);
+	if (strcmp(ts.name, "classic") != 0) {
+		snprintf(err, errlen, "restart: the disk is served over %s, whose requests cannot "
+			 "be handed to a new daemon; only transport classic restarts in place",
+			 ts.name);
+		return -EOPNOTSUPP;
+	}
+	pthread_mutex_lock(&d->stop_lock);
+	if (d->phase != STOP_NONE) {
+		pthread_mutex_unlock(&d->stop_lock);
+		snprintf(err, errlen, "restart: the daemon is already stopping");
+		return -EBUSY;
+	}
+	d->phase = STOP_DRAINING;
+	d->stop_start_ns = td_now_ns();
+	d->end = END_EXEC;
+	pthread_mutex_unlock(&d->stop_lock);
+	td_notice("restart: draining, writing back, then executing \"%s\" with the connection",
+		  d->exe);
+	td_frontend_stop(d->fe);
+	return 0;
+}
+
+static int admin_restart(void *arg, char *err, size_t errlen)
+{
+	return request_restart(arg, err, errlen);
+}
+
 static void *signal_main(void *arg)
 {
 	struct daemon *d = arg;
@@ -144,6 +203,7 @@ static void *signal_main(void *arg)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIG_WAKE);
 	for (;;) {
 		if (sigwait(&set, &sig))
 			continue;
@@ -154,8 +214,17 @@ static void *signal_main(void *arg)
 			pthread_mutex_unlock(&d->stop_lock);
 			return NULL;
 		}
-		if (sig == SIGUSR2) { /* main()'s wake-up, or someone else's: nothing to do */
+		if (sig == SIG_WAKE) { /* main()'s wake-up: nothing to do */
 			pthread_mutex_unlock(&d->stop_lock);
+			continue;
+		}
+		if (sig == SIGUSR2) {
+			char err[256];
+
+			pthread_mutex_unlock(&d->stop_lock);
+			td_notice("signal: SIGUSR2, restarting in place");
+			if (request_restart(d, err, sizeof(err)))
+				td_warnx("signal: SIGUSR2: %s", err);
 			continue;
 		}
 		if (sig == SIGHUP) {
@@ -175,8 +244,16 @@ static void *signal_main(void *arg)
 		if (phase == STOP_NONE) {
 			d->phase = STOP_DRAINING;
 			d->stop_start_ns = td_now_ns();
+			/* A restart of the unit, not a stop: the store hands the mount on. */
+			if (d->takeover.stored && td_takeover_restart_pending())
+				d->end = END_HANDOVER;
 			pthread_mutex_unlock(&d->stop_lock);
-			td_notice("signal: %s, stopping", name);
+			if (d->end == END_HANDOVER)
+				td_notice("signal: %s, with a restart of the unit pending: draining, then "
+					  "leaving the mount to the next tagdiskd",
+					  name);
+			else
+				td_notice("signal: %s, stopping", name);
 			td_frontend_stop(d->fe);
 			continue;
 		}
@@ -294,6 +371,11 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 		.parallel_direct_writes = true,
 		.image_fd = d->store.img.fd, /* -1 with a network backend */
 		.transport = c->transport,
+		.opens = td_takeover_opens(&d->takeover),
+		.adopt = d->takeover.adopted,
+		.adopt_fd = d->takeover.fuse_fd,
+		.adopt_init_in = d->takeover.rec ? d->takeover.rec->init_in : NULL,
+		.adopt_init_in_len = d->takeover.rec ? d->takeover.rec->init_in_len : 0,
 	};
 	size_t n = 0;
 	const char **opts = calloc(c->nr_fuse_opts + 1, sizeof(*opts));
@@ -311,14 +393,31 @@ static int build_frontend(struct daemon *d, char *err, size_t errlen)
 	}
 	fp.fuse_opts = opts;
 	fp.nr_fuse_opts = n;
+	if (!d->takeover.adopted && c->transport == TD_TRANSPORT_AUTO && td_config_recovery(c)) {
+		fp.transport = TD_TRANSPORT_CLASSIC;
+		td_notice("fuse: transport classic: [disk] recovery keeps the mount across a crash "
+			  "of the daemon, which FUSE over io_uring cannot (recovery = false for the "
+			  "ring)");
+	} else if (c->transport == TD_TRANSPORT_URING && c->recovery) {
+		td_notice("fuse: transport uring: the mount does not outlive a crash of the daemon "
+			  "([disk] recovery needs transport classic)");
+	}
+	if (!d->takeover.adopted && td_mount_is_tagdisk(c->mountpoint)) {
+		/* Its daemon is gone (another one would hold the image or the socket). */
+		td_notice("fuse: detaching the mount a stopped tagdiskd left at %s", c->mountpoint);
+		if (umount2(c->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+			td_warn("fuse: detaching %s", c->mountpoint);
+	}
 	fp.max_threads = fuse_max_threads(c);
 	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE))
 		fp.max_background = TD_MAX(c->nr_requests, c->depth);
 	else
 		fp.max_background = c->nr_requests;
-	d->fe = td_frontend_create(&fp, err, errlen);
+	int ret;
+
+	d->fe = td_frontend_create(&fp, &ret, err, errlen);
 	free(opts);
-	return d->fe ? 0 : -EIO;
+	return d->fe ? 0 : ret;
 }
 
 /* A mutex and a condition variable rather than a semaphore: ThreadSanitizer sees them. */
@@ -481,12 +580,24 @@ static int store_error_status(const struct td_config *c, int err)
 	return 1;
 }
 
-/* Start failed (the reason is logged): clean up, and tell a waiting parent. */
+/*
+ * Start failed (the reason is logged): clean up, and tell a waiting parent,
+ * which exits 1, or 2 for a transport this machine cannot give (@unservable).
+ */
+static int fail_start_as(struct daemon *d, int status, bool unservable)
+{
+	/* An adopted connection a service manager keeps: leave it for another attempt. */
+	if (d->fe && d->takeover.adopted && td_takeover_has_store())
+		td_frontend_detach(d->fe);
+	teardown(d, true, false);
+	td_takeover_fini(&d->takeover);
+	td_daemonize_failed(unservable);
+	return status;
+}
+
 static int fail_start(struct daemon *d, int status)
 {
-	teardown(d, true, false);
-	td_daemonize_failed();
-	return status;
+	return fail_start_as(d, status, false);
 }
 
 /* Guard against the loop-on-FUSE deadlock: our allocations must never wait for our own I/O. */
@@ -582,17 +693,24 @@ static int stop(struct daemon *d, int run_ret)
 	d->phase = STOP_CLOSING;
 	pthread_mutex_unlock(&d->stop_lock);
 
-	if (td_frontend_open_count(d->fe))
-		td_warnx("fuse: the disk is still open %u time(s) (a loop device?); unmounting "
-			 "lazily",
-			 td_frontend_open_count(d->fe));
-	td_frontend_unmount(d->fe);
+	if (d->end != END_UNMOUNT) {
+		/* The next daemon serves it: the connection stays, with what the kernel queued. */
+		td_frontend_detach(d->fe);
+	} else {
+		/* A stop: the service manager forgets the connection before it goes. */
+		td_takeover_unstore(&d->takeover);
+		if (td_frontend_open_count(d->fe))
+			td_warnx("fuse: the disk is still open %u time(s) (a loop device?); "
+				 "unmounting lazily",
+				 td_frontend_open_count(d->fe));
+		td_frontend_unmount(d->fe);
+	}
 
 	/* The signal thread ends at its next wake-up. */
 	pthread_mutex_lock(&d->stop_lock);
 	d->phase = STOP_DONE;
 	pthread_mutex_unlock(&d->stop_lock);
-	pthread_kill(d->sig_thread, SIGUSR2);
+	pthread_kill(d->sig_thread, SIG_WAKE);
 	pthread_join(d->sig_thread, NULL);
 
 	lost = teardown(d, false, leave_engine);
@@ -600,6 +718,9 @@ static int stop(struct daemon *d, int run_ret)
 	char failed_text[64] = "";
 	char lost_text[96] = "";
 	bool data_lost = failed || flush_err || lost;
+	const char *unmounted = d->end == END_UNMOUNT ? "unmounted"
+				: d->end == END_HANDOVER ? "the mount left to the next tagdiskd"
+							 : "restarting in place";
 
 	if (failed > 0)
 		snprintf(failed_text, sizeof(failed_text), " by failing %d request%s", failed,
@@ -610,22 +731,57 @@ static int stop(struct daemon *d, int run_ret)
 		snprintf(lost_text, sizeof(lost_text), ", the volatile write cache lost %llu bytes",
 			 (unsigned long long)lost);
 	if (data_lost) {
-		td_notice("stopped: queue drained%s, %s, unmounted%s; exit status %d: data may be "
-			  "lost",
-			  failed_text, flushed, lost_text, EXIT_DATA_LOST);
+		td_notice("stopped: queue drained%s, %s, %s%s; exit status %d: data may be lost",
+			  failed_text, flushed, unmounted, lost_text, EXIT_DATA_LOST);
 		return EXIT_DATA_LOST;
 	}
-	td_notice("stopped: queue drained, %s, unmounted", flushed);
+	td_notice("stopped: queue drained, %s, %s", flushed, unmounted);
 	return run_ret < 0 ? 1 : 0;
+}
+
+/*
+ * Serving: keep what a successor needs in the shared record and, when the
+ * disk is to survive its daemon ([disk] recovery, transport classic), give
+ * the connection to the service manager's fd store.
+ */
+static void offer_connection(struct daemon *d)
+{
+	struct td_fuse_session *s = td_frontend_session(d->fe);
+	struct td_fuse_transport_stats ts;
+	const void *in, *out;
+	size_t in_len, out_len;
+	char err[256];
+	int ret;
+
+	td_fuse_session_init_args(s, &in, &in_len, &out, &out_len);
+	ret = td_takeover_record(&d->takeover, td_fuse_session_fd(s), d->cfg.mountpoint,
+				 d->cfg.name, d->store.size, d->cfg.logical_block_size, in, in_len,
+				 out, out_len, err, sizeof(err));
+	if (ret) {
+		td_warnx("%s: the disk will not survive a restart of this daemon", err);
+		return;
+	}
+	td_frontend_transport_stats(d->fe, &ts);
+	if (!td_config_recovery(&d->cfg) || strcmp(ts.name, "classic") != 0) {
+		td_admin_set_takeover(d->admin, false, false, d->takeover.rec->takeovers, 0);
+		return;
+	}
+	ret = td_takeover_store(&d->takeover);
+	if (ret)
+		td_warnx("takeover: offering the connection to the service manager: %s",
+			 strerror(-ret));
+	td_admin_set_takeover(d->admin, true, d->takeover.stored, d->takeover.rec->takeovers,
+			      td_frontend_resent(d->fe));
 }
 
 int main(int argc, char **argv)
 {
-	struct daemon d = { .store = { .img = { .fd = -1 } }, .pidfile = { .fd = -1 } };
+	struct daemon d = { .store = { .img = { .fd = -1 } }, .pidfile = { .fd = -1 }, .argv = argv };
 	char err[1024];
 	sigset_t set;
 	int ret;
 
+	td_takeover_init(&d.takeover);
 	td_log_init("tagdiskd", TD_LOG_INFO);
 	pthread_mutex_init(&d.cfg_lock, NULL);
 	pthread_mutex_init(&d.stop_lock, NULL);
@@ -661,11 +817,29 @@ int main(int argc, char **argv)
 	}
 	if (d.cfg.verbose)
 		td_log_set_level(TD_LOG_DEBUG);
+	/* A connection handed over (LISTEN_FDS): adopt it, if it is this disk's. */
+	ret = td_takeover_from_env(&d.takeover, d.cfg.mountpoint, d.cfg.name, d.cfg.size_bytes,
+				   d.cfg.logical_block_size, err, sizeof(err));
+	if (ret < 0) {
+		fprintf(stderr, "tagdiskd: %s\n", err);
+		teardown(&d, false, false);
+		return EXIT_USAGE;
+	}
+	/* What a restart in place executes: the binary at this path, new code included. */
+	d.exe = realpath("/proc/self/exe", NULL);
 
 	/* Everything checked that can be: from here a failure means "could not serve". */
-	if (!d.cfg.foreground && td_daemonize(err, sizeof(err))) {
-		td_err("%s", err);
-		return fail_start(&d, 1);
+	if (d.takeover.in_place) {
+		/* Our own restart: already in the background, or in the foreground, as before. */
+		d.detached = td_takeover_detached();
+		if (d.detached)
+			td_daemonize_resume();
+	} else if (!d.cfg.foreground) {
+		if (td_daemonize(err, sizeof(err))) {
+			td_err("%s", err);
+			return fail_start(&d, 1);
+		}
+		d.detached = true;
 	}
 
 	/* Every thread inherits this mask; the signal thread takes them with sigwait(). */
@@ -675,6 +849,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIG_WAKE);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -692,7 +867,11 @@ int main(int argc, char **argv)
 			  (unsigned long long)d.store.size);
 
 	protect_memory();
-	ret = 0;
+	ret = td_takeover_prepare(&d.takeover, err, sizeof(err));
+	if (ret) {
+		td_err("%s", err);
+		return fail_start(&d, 1);
+	}
 	if (build_engine(&d, err, sizeof(err)) ||
 	    (ret = td_admin_create(&d.admin, &(struct td_admin_params){
 						       .socket_path = d.cfg.socket,
@@ -708,13 +887,34 @@ int main(int argc, char **argv)
 						       .image_size = d.store.size,
 						       .backend = d.store.kind,
 						       .disk_path = NULL,
+						       .restart = admin_restart,
+						       .restart_arg = &d,
 					       },
 					       err, sizeof(err))) ||
-	    build_frontend(&d, err, sizeof(err))) {
+	    (ret = build_frontend(&d, err, sizeof(err)))) {
 		td_err("%s", err);
-		/* Something else is at the socket path: a conflict, like a locked image. */
+		/*
+		 * Something else is at the socket path: a conflict, like a locked
+		 * image; an explicit transport uring the kernel cannot give: a
+		 * configuration this machine cannot serve.
+		 */
+		if (ret == -EOPNOTSUPP)
+			return fail_start_as(&d, EXIT_USAGE, true);
 		return fail_start(&d, ret == -EEXIST || ret == -EADDRINUSE ? EXIT_USAGE : 1);
 	}
+	/* FUSE_INIT answered and the transport settled before anyone is told we are ready. */
+	ret = td_frontend_start(d.fe);
+	if (ret) {
+		if (ret == -EOPNOTSUPP)
+			td_err("fuse: transport uring asked for, but the kernel serves this mount "
+			       "through /dev/fuse; stopping");
+		else
+			td_err("fuse: the mount did not come up: %s", strerror(-ret));
+		td_frontend_stop(d.fe);
+		td_frontend_run(d.fe);
+		return fail_start_as(&d, ret == -EOPNOTSUPP ? EXIT_USAGE : 1, ret == -EOPNOTSUPP);
+	}
+	offer_connection(&d);
 	td_admin_set_frontend(d.admin, d.fe, d.cfg.mountpoint, d.cfg.name);
 	td_reload_init(&d.reload, &d.cl, d.start_dir, &d.cfg, &d.cfg_lock, d.q);
 
@@ -729,7 +929,7 @@ int main(int argc, char **argv)
 		pthread_mutex_lock(&d.stop_lock);
 		d.phase = STOP_DONE;
 		pthread_mutex_unlock(&d.stop_lock);
-		pthread_kill(d.sig_thread, SIGUSR2);
+		pthread_kill(d.sig_thread, SIG_WAKE);
 		pthread_join(d.sig_thread, NULL);
 		return fail_start(&d, 1);
 	}
@@ -755,6 +955,11 @@ int main(int argc, char **argv)
 		   d.cfg.mode == TD_MODE_BIO ? "no elevator" : qs.elevator, d.cfg.depth);
 	pthread_mutex_unlock(&d.cfg_lock);
 
+	if (d.takeover.adopted)
+		td_notice("took over %s/%s from pid %d: %llu requests resent", d.cfg.mountpoint,
+			  d.cfg.name, (int)d.takeover.from_pid,
+			  (unsigned long long)td_frontend_resent(d.fe));
+
 	ret = td_frontend_run(d.fe);
 	/* Unmounted from outside (or the loop failed): the stop starts now. */
 	if (ret < 0)
@@ -764,5 +969,14 @@ int main(int argc, char **argv)
 	td_notify("STOPPING=1\nSTATUS=draining the queue");
 	ret = stop(&d, ret);
 	td_daemonize_end();
+	if (d.end == END_EXEC) {
+		ret = td_takeover_exec(&d.takeover, d.exe ? d.exe : "/proc/self/exe", d.argv,
+				       d.detached);
+		td_err("restart: cannot execute \"%s\": %s; the disk is lost with this process",
+		       d.exe ? d.exe : "/proc/self/exe", strerror(-ret));
+		ret = 1;
+	}
+	td_takeover_fini(&d.takeover);
+	free(d.exe);
 	return ret;
 }

@@ -62,7 +62,7 @@ no_daemon_for() {
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 	# Before it serves it logs to the terminal (the created image, warnings), no error.
-	run grep -v -E '^tagdiskd: (notice|warning): ' <<<"$stderr"
+	run grep -v -E '^tagdiskd: (info|notice|warning): ' <<<"$stderr"
 	[ "$status" -eq 1 ]
 	daemon_from_pidfile
 	# Up when the command returned: no waiting here.

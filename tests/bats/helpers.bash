@@ -130,7 +130,8 @@ start_tagdiskd() {
 	local end=$((EPOCHSECONDS + TD_START_TIMEOUT))
 	while [ "$EPOCHSECONDS" -le "$end" ]; do
 		if [ -S "$TD_SOCK" ] && [ -f "$TD_DISK" ] && mountpoint -q "$TD_MNT"; then
-			return 0
+			td_check_transport
+			return
 		fi
 		if ! kill -0 "$TD_PID" 2>/dev/null; then
 			echo "tagdiskd exited early:" >&2
@@ -143,6 +144,19 @@ start_tagdiskd() {
 	echo "tagdiskd did not come up in ${TD_START_TIMEOUT}s:" >&2
 	cat "$TD_LOG" >&2
 	return 1
+}
+
+# td_check_transport: under TD_TRANSPORT=uring the daemon really serves over the ring (a
+# daemon that fell back to /dev/fuse would pass every test of the uring pass without it).
+td_check_transport() {
+	[ "$TD_TRANSPORT" = uring ] || return 0
+	local t
+	t=$(td_status transport) || return 1
+	if [ "$t" != uring ]; then
+		echo "TD_TRANSPORT=uring, but the daemon serves over '$t':" >&2
+		cat "$TD_LOG" >&2
+		return 1
+	fi
 }
 
 # stop_tagdiskd: SIGTERM, wait (up to 120 s), and fail unless it exited 0.

@@ -44,8 +44,19 @@ print(max(int(p.split("-")[-1]) for p in s.split(",")) + 1)')
 	stop_tagdiskd
 }
 
-@test "transport auto uses uring where the kernel has it; classic uses no ring" {
+# no_recovery: a config file that lets transport auto pick the ring ([disk] recovery = false).
+no_recovery() {
+	printf '[disk]\nrecovery = false\n' >"$TD_DIR/no-recovery.ini"
+	echo "$TD_DIR/no-recovery.ini"
+}
+
+@test "transport auto uses uring where the kernel has it and recovery is off; classic uses no ring" {
+	# [disk] recovery (the default) keeps the mount across daemon crashes: classic.
 	TD_TRANSPORT=auto start_tagdiskd --size 16M
+	[ "$(td_status transport)" = classic ]
+	grep -q 'fuse: transport classic: \[disk\] recovery keeps the mount' "$TD_LOG"
+	stop_tagdiskd
+	TD_TRANSPORT=auto start_tagdiskd --size 16M -c "$(no_recovery)"
 	[ "$(td_status transport)" = uring ]
 	stop_tagdiskd
 	TD_TRANSPORT=classic start_tagdiskd --size 16M
@@ -62,6 +73,73 @@ print(max(int(p.split("-")[-1]) for p in s.split(",")) + 1)')
 	[[ "$stderr" == *--transport* ]]
 	[[ "$stderr" == *ring* ]]
 	td_not_mounted "$TD_MNT"
+}
+
+# fake_kernel: set FAKE_KERNEL to a command prefix that runs its command in a mount namespace
+# of its own where the fuse module's enable_uring reads N and cannot be written (a read-only
+# file bound over it): a kernel that offers no FUSE over io_uring, without touching the real
+# switch. The command replaces the prefix (same pid).
+fake_kernel() {
+	printf 'N\n' >"$TD_DIR/enable_uring"
+	FAKE_KERNEL=(unshare -m --propagation private sh -c '
+		p=/sys/module/fuse/parameters/enable_uring
+		mount --bind "$1" "$p" && mount -o remount,bind,ro "$p" || exit 99
+		shift
+		exec "$@"' sh "$TD_DIR/enable_uring")
+}
+
+@test "an explicit transport uring the kernel cannot give exits 2 before serving, with or without -f" {
+	requires unshare || return 0
+	local fg
+	fake_kernel
+	for fg in -f ""; do
+		run --separate-stderr timeout -s KILL 120 "${FAKE_KERNEL[@]}" "$TAGDISKD" $fg \
+			--image "$TD_IMG" --size 16M --mount "$TD_MNT" --socket "$TD_SOCK" --transport uring
+		echo "${fg:-without -f}: status $status, stderr: $stderr" >&2
+		[ "$status" -eq 2 ]
+		[[ "$stderr" == *"transport uring: "*"enable_uring is N and cannot be set"* ]]
+		# Nothing was left: no image, no socket, no mount.
+		[ ! -e "$TD_IMG" ]
+		[ ! -e "$TD_SOCK" ]
+		td_not_mounted "$TD_MNT"
+	done
+}
+
+@test "where the kernel offers no ring, transport auto serves over /dev/fuse and says so once" {
+	requires unshare || return 0
+	fake_kernel
+	"${FAKE_KERNEL[@]}" "$TAGDISKD" -f --image "$TD_IMG" --size 16M --mount "$TD_MNT" \
+		--socket "$TD_SOCK" --transport auto -c "$(no_recovery)" >"$TD_LOG" 2>&1 &
+	TD_PID=$!
+	# The mount lives in that namespace; the socket is in this test's directory.
+	td_wait_until 60 test -S "$TD_SOCK"
+	td_wait_until 60 grep -q 'serving' "$TD_LOG"
+	[ "$(td_status transport)" = classic ]
+	[ "$(grep -c 'fuse: transport classic: .*enable_uring is N and cannot be set' "$TD_LOG")" -eq 1 ]
+	! grep -q 'error' "$TD_LOG"
+	stop_tagdiskd
+}
+
+@test "under valgrind: transport uring is refused up front (exit 2); auto serves over /dev/fuse" {
+	requires valgrind || return 0
+	if ldd "$TAGDISKD" | grep -qE 'lib(asan|tsan)'; then
+		skip "a sanitizer build: valgrind cannot run it (make check-valgrind runs a plain one)"
+	fi
+	run --separate-stderr timeout -s KILL 300 valgrind -q --error-exitcode=99 "$TAGDISKD" -f \
+		--image "$TD_IMG" --size 16M --mount "$TD_MNT" --socket "$TD_SOCK" --transport uring
+	echo "status $status, stderr: $stderr" >&2
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"transport uring: the daemon runs under valgrind"* ]]
+	[ ! -e "$TD_IMG" ]
+	td_not_mounted "$TD_MNT"
+	TD_WRAPPER="valgrind -q --error-exitcode=99" TD_TRANSPORT=auto start_tagdiskd --size 16M \
+		-c "$(no_recovery)"
+	[ "$(td_status transport)" = classic ]
+	[ "$(grep -c 'fuse: transport classic: the daemon runs under valgrind' "$TD_LOG")" -eq 1 ]
+	dd if=/dev/urandom of="$TD_DIR/data" bs=64k count=4 status=none
+	dd if="$TD_DIR/data" of="$TD_DISK" bs=64k oflag=direct conv=notrunc status=none
+	cmp "$TD_DIR/data" <(dd if="$TD_DISK" bs=64k count=4 iflag=direct status=none)
+	stop_tagdiskd
 }
 
 @test "uring: block-device semantics: O_TRUNC ignored, ENOSPC past the end, short reads, holes, flushes" {

@@ -137,6 +137,7 @@ static void assert_config_equal(const struct td_config *a, const struct td_confi
 	assert_int_equal(a->read_only, b->read_only);
 	assert_int_equal(a->logical_block_size, b->logical_block_size);
 	assert_int_equal(a->allow_other, b->allow_other);
+	assert_int_equal(a->recovery, b->recovery);
 	assert_int_equal(a->transport, b->transport);
 	assert_int_equal(a->mode, b->mode);
 	assert_string_equal(a->elevator, b->elevator);
@@ -202,6 +203,7 @@ static void test_config_init_sets_documented_defaults(void **state)
 	assert_int_equal(c.logical_block_size, 512);
 	assert_false(c.allow_other);
 	assert_int_equal(c.transport, TD_TRANSPORT_AUTO);
+	assert_true(c.recovery);
 	assert_int_equal(c.mode, TD_MODE_RQ);
 	assert_string_equal(c.elevator, "deadline");
 	assert_int_equal(c.nr_requests, 128);
@@ -287,7 +289,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 46);
+	assert_int_equal(td_config_nr_keys, 47);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -749,6 +751,7 @@ static const struct kv every_key[] = {
     {"disk", "logical_block_size", "4096"},
     {"disk", "allow_other", "on"},
     {"disk", "transport", "classic"},
+    {"disk", "recovery", "no"},
     {"queue", "mode", "bio"},
     {"queue", "elevator", "noop"},
     {"queue", "nr_hw_queues", "3"},
@@ -842,6 +845,7 @@ static void test_config_load_file_sets_every_key(void **state)
 	assert_true(c.read_only);
 	assert_int_equal(c.logical_block_size, 4096);
 	assert_true(c.allow_other);
+	assert_false(c.recovery);
 	assert_int_equal(c.transport, TD_TRANSPORT_CLASSIC);
 	assert_int_equal(c.mode, TD_MODE_BIO);
 	assert_string_equal(c.elevator, "noop");
