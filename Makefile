@@ -57,6 +57,15 @@ JSON_LIBS   ?= $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null || echo -ljson-c)
 RBD_LIBS ?= $(shell $(PKG_CONFIG) --libs librbd librados 2>/dev/null || echo -lrbd -lrados)
 NBD_CFLAGS ?= $(shell $(PKG_CONFIG) --cflags libnbd 2>/dev/null)
 NBD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libnbd 2>/dev/null || echo -lnbd)
+# systemd's D-Bus client (libsystemd): tagdiskd asks the service manager whether a SIGTERM
+# is a restart of its unit, to leave the mount to the next daemon (src/daemon/takeover.c).
+# WITH_SYSTEMD=0 builds without it (a SIGTERM is then always a stop); by default it is used
+# when pkg-config finds libsystemd.
+WITH_SYSTEMD ?= $(shell $(PKG_CONFIG) --exists libsystemd 2>/dev/null && echo 1 || echo 0)
+ifeq ($(WITH_SYSTEMD),1)
+SYSTEMD_CFLAGS ?= -DTD_WITH_SYSTEMD $(shell $(PKG_CONFIG) --cflags libsystemd 2>/dev/null)
+SYSTEMD_LIBS   ?= $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null || echo -lsystemd)
+endif
 
 # One folder per layer; includes only point down (tests/tools/check_layers.py):
 #   src/common  log, locks, lists, rbtree, JSON, blktrace records   used by everyone, uses no one above it
@@ -76,7 +85,8 @@ LIBCOMMON := $(BUILD)/libtdcommon.a
 LIBDAEMON := $(BUILD)/libtddaemon.a
 LIBCTL    := $(BUILD)/libtdctl.a
 LIBS      := $(LIBDAEMON) $(LIBCTL) $(LIBTD) $(LIBCOMMON)
-EXTLIBS    = $(FUSE_LIBS) $(URING_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) $(RBD_LIBS) $(NBD_LIBS) -lm
+EXTLIBS    = $(FUSE_LIBS) $(URING_LIBS) $(INIPARSER_LIBS) $(JSON_LIBS) $(RBD_LIBS) $(NBD_LIBS) \
+	$(SYSTEMD_LIBS) -lm
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -90,7 +100,7 @@ all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
-	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(NBD_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(URING_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(NBD_CFLAGS) $(SYSTEMD_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBTD): $(ENGINE_OBJS)
 	@rm -f $@

@@ -10,7 +10,7 @@ packages=(
 	fio valgrind e2fsprogs util-linux kmod procps psmisc
 	python3 python3-matplotlib jq blktrace systemd man-db groff-base locales
 	clang libclang-rt-14-dev
-	librbd-dev libnbd-dev nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
+	librbd-dev libnbd-dev libsystemd-dev nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
 )
 
 missing=()

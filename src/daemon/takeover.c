@@ -389,8 +389,18 @@ bool td_takeover_restart_pending(void)
 	const char *job_path = NULL;
 	bool pending = false;
 
-	if (!getenv("NOTIFY_SOCKET") || sd_bus_open_system(&bus) < 0)
+	if (!getenv("NOTIFY_SOCKET"))
 		return false;
+	/* systemd's own socket (root, no D-Bus broker needed), else the system bus. */
+	if (sd_bus_new(&bus) < 0)
+		return false;
+	if (sd_bus_set_address(bus, "unix:path=/run/systemd/private") < 0 ||
+	    sd_bus_start(bus) < 0) {
+		sd_bus_unref(bus);
+		bus = NULL;
+		if (sd_bus_open_system(&bus) < 0)
+			return false;
+	}
 	if (sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
 			       "org.freedesktop.systemd1.Manager", "GetUnitByPID", NULL, &reply,
 			       "u", (uint32_t)getpid()) < 0 ||

@@ -66,19 +66,21 @@ INSTALLED_FILES="644 etc/tagdisk/example.ini
 	run -1 grep -rlF "$DEST" "$DEST"
 }
 
-@test "the unit's settings: notify, reload by SIGHUP, shared runtime directory, mlock, cleanup" {
+@test "the unit's settings: notify, reload by SIGHUP, fd store, shared runtime directory, mlock" {
 	run -0 td_make DESTDIR="$DEST" install
 	local unit=$DEST/usr/local/lib/systemd/system/tagdisk@.service
 	local want
 	for want in Type=notify NotifyAccess=main 'ExecReload=/bin/kill -HUP $MAINPID' \
 		Restart=on-failure RestartPreventExitStatus=2 KillMode=mixed TimeoutStopSec=90 \
 		RuntimeDirectory=tagdisk RuntimeDirectoryPreserve=yes StateDirectory=tagdisk \
-		'ExecStartPre=/bin/mkdir -p /run/tagdisk/%i' \
-		'ExecStopPost=-/bin/umount --lazy --quiet /run/tagdisk/%i' \
+		'ExecStartPre=-/bin/mkdir /run/tagdisk/%i' FileDescriptorStoreMax=2 \
 		LimitMEMLOCK=infinity 'DeviceAllow=/dev/fuse rw' NoNewPrivileges=yes \
 		'CapabilityBoundingSet=CAP_SYS_ADMIN CAP_IPC_LOCK CAP_SYS_RESOURCE CAP_CHOWN'; do
 		grep -qxF "$want" "$unit" || { echo "no line '$want' in the unit"; false; }
 	done
+	# No unmount after the main process ends: after a crash it would take the mount the
+	# restarted daemon is to take over.
+	run -1 grep -E '^ExecStopPost=' "$unit"
 }
 
 @test "the unit gives the service no mount namespace, which would hide the disk from the host" {
