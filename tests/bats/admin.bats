@@ -73,7 +73,7 @@ assert list(d) == ["ok", "commands"], list(d)
 assert d["ok"] is True
 names = [c["name"] for c in d["commands"]]
 assert names == ["help", "status", "stats", "tags", "reset", "elevator", "depth", "inject",
-                 "powerfail", "trace"], names
+                 "powerfail", "trace", "restart"], names
 for c in d["commands"]:
     assert sorted(c) == ["help", "name", "usage"], c
     assert c["usage"].split()[0] == c["name"], c
@@ -91,8 +91,10 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", 
   "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
-  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
-  + (["uring_requests", "uring_entries", "uring_helpers"] if d["transport"] == "uring" else [])
+  "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport", "recovery",
+  "fd_store", "takeovers", "resent"]
+  + (["uring_requests", "uring_entries", "uring_helpers", "uring_trims", "uring_trim_kept"]
+     if d["transport"] == "uring" else [])
   + ["resets", "timeouts", "errors", "rate"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
@@ -109,12 +111,15 @@ exp = dict(ok=True, state='running', version='0.1.0', pid=$TD_PID, image='$TD_IM
            backend='file', backend_target='$TD_IMG', size=64 << 20, disk='$TD_DISK', read_only=False, logical_block_size=512, mode='rq',
            elevator='deadline', depth=32, tags_in_use=0, in_flight=0, queued=0, requests_used=0,
            nr_requests=128, max_sectors=2048, workers=0, model='none', write_cache='writeback',
-           command_timeout_ms=30000, max_retries=5, opens=0, resets=0, timeouts=0, errors=0)
+           command_timeout_ms=30000, max_retries=5, opens=0, resets=0, timeouts=0, errors=0,
+           fd_store=False, takeovers=0, resent=0)
 for k, v in exp.items():
     assert d[k] == v and type(d[k]) is type(v), (k, d[k], v)
 assert 1 <= d['uptime_s'] <= $elapsed, (d['uptime_s'], $elapsed)
 assert d['fuse_threads'] >= 1, d['fuse_threads']
 assert '$TD_TRANSPORT' in ('', d['transport']), (d['transport'], '$TD_TRANSPORT')
+# The mount outlives the daemon over classic /dev/fuse only (no fd store here).
+assert d['recovery'] is (d['transport'] == 'classic'), d
 if d['transport'] == 'uring':
     assert len(d['uring_requests']) >= 1 and d['uring_entries'] >= 2, d
     # Helpers start with the first large request: none yet on an idle disk.
