@@ -34,7 +34,8 @@ noop, now out of it), so a job runs 2 s, not 3: `make bench` takes about 20 minu
 
 Then: fio psync numjobs=4 random writes with and without FOPEN_PARALLEL_DIRECT_WRITES,
 the trace row (4k randrw QD32 for 10 s with and without `tagdiskctl trace --blktrace`:
-IOPS ratio and dropped events), and the HDD model experiment (TCQ depth 1 vs 32; noop vs
+IOPS ratio and dropped events), the restart row (bench/bench_restart.py: the I/O pause
+when tagdiskd is killed 20 times and taken over, and when it restarts in place), and the HDD model experiment (TCQ depth 1 vs 32; noop vs
 deadline on a mixed load); these three leave tagdiskd's transport at its default (auto)
 and print the one it chose.
 
@@ -272,6 +273,8 @@ def main():
     ap.add_argument("--skip-hdd", action="store_true")
     ap.add_argument("--only-hdd", action="store_true", help="run only the HDD model experiment")
     ap.add_argument("--only-trace", action="store_true", help="run only the trace row")
+    ap.add_argument("--only-restart", action="store_true",
+                    help="run only the restart row (bench/bench_restart.py)")
     ap.add_argument("--trace-runtime", type=int, default=10, help="seconds per trace-row run")
     ap.add_argument("--workers", type=int, default=None,
                     help="[drive] workers for the tagdiskd targets (default: the daemon's)")
@@ -294,6 +297,9 @@ def main():
     if a.only_trace:
         trace_experiment(build, a)
         return
+    if a.only_restart:
+        import bench_restart
+        return bench_restart.main(["--build", build])
     for b in (tagdiskd, passthrough):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing (make all bench-tools)")
@@ -501,6 +507,9 @@ def main():
             subprocess.run(["umount", tmpfs])
         shutil.rmtree(work, ignore_errors=True)
 
+    import bench_restart
+    bench_restart.main(["--build", build])
+    print()
     if not a.skip_hdd:
         hdd_experiment(tagdiskd, a)
 
