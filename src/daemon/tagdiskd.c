@@ -57,6 +57,8 @@
 
 #define EXIT_USAGE     2
 #define EXIT_DATA_LOST 3
+/* How long a takeover waits for a dead daemon's RBD lock (its watch times out after 30 s). */
+#define TAKEOVER_LOCK_WAIT_S 120
 /* main()'s wake-up of the signal thread (SIGUSR1 interrupts FUSE reads, SIGUSR2 restarts). */
 #define SIG_WAKE (SIGRTMIN + 1)
 
@@ -740,6 +742,31 @@ static int stop(struct daemon *d, int run_ret)
 }
 
 /*
+ * Open the image. Taking over from a daemon that died holding an RBD
+ * image's exclusive lock, wait for the cluster to let it go (the dead
+ * client's watch times out: about 30 s); anyone else is refused at once.
+ */
+static int open_store(struct daemon *d, char *err, size_t errlen)
+{
+	uint64_t deadline = td_now_ns() + TAKEOVER_LOCK_WAIT_S * TD_NSEC_PER_SEC;
+	bool said = false;
+	int ret;
+
+	for (;;) {
+		ret = td_store_open(&d->store, &d->cfg, err, errlen);
+		if (ret != -EBUSY || !d->takeover.adopted || d->cfg.backend != TD_CONFIG_BACKEND_RBD ||
+		    td_now_ns() >= deadline)
+			return ret;
+		if (!said)
+			td_notice("takeover: %s; waiting (up to %d s) for the cluster to release the "
+				  "lock the dead daemon (pid %d) held",
+				  err, TAKEOVER_LOCK_WAIT_S, (int)d->takeover.from_pid);
+		said = true;
+		td_sleep_until(td_now_ns() + TD_NSEC_PER_SEC);
+	}
+}
+
+/*
  * Serving: keep what a successor needs in the shared record and, when the
  * disk is to survive its daemon ([disk] recovery, transport classic), give
  * the connection to the service manager's fd store.
@@ -854,7 +881,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	log_unused_keys(&d.cfg);
-	ret = td_store_open(&d.store, &d.cfg, err, sizeof(err));
+	ret = open_store(&d, err, sizeof(err));
 	if (ret) {
 		td_err("%s", err);
 		return fail_start(&d, store_error_status(&d.cfg, ret));

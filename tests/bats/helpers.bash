@@ -206,6 +206,7 @@ PY
 
 td_teardown() {
 	local dev mnt
+	td_harness_stop
 	if [ -n "${TD_DIR:-}" ]; then
 		# Anything mounted below the test directory (ext4 on a loop device).
 		for mnt in $(awk -v d="$TD_DIR/" 'index($2, d) == 1 && $2 != d"mnt" {print $2}' /proc/mounts); do
@@ -434,4 +435,61 @@ reset_loop() {
 		[ "$rc" -eq 0 ] || echo "FAILED $rc" >>"$TD_DIR/resets.log"
 		sleep "0.1$((RANDOM % 10))" # the pace of the resets, not a wait for anything
 	done
+}
+
+# ---- a service manager's fd store (tests/tools/fdstore.py), for the takeover tests --------
+#
+#   td_harness_start ARGS    tagdiskd -f ARGS (this test's image, mount and socket over classic
+#                            /dev/fuse; TD_IMG empty: no --image) under the harness, which keeps
+#                            its FDSTORE=1 fds and starts it again with them after a crash; wait
+#                            until it serves. Events in $TD_DIR/events, the pid in $TD_DIR/pid.
+#   td_harness_kill9         SIGKILL the daemon, wait for its successor's READY=1; print the
+#                            time from the kill to that READY, in ms
+#   td_harness_readies       how many READY=1 the harness got so far
+#   td_harness_stop          SIGTERM the harness (a stop: the daemon unmounts), wait for it
+
+td_harness_readies() {
+	local n
+	n=$(grep -c ' ready ' "$TD_DIR/events" 2>/dev/null) || true
+	echo "${n:-0}"
+}
+
+# td_harness_readies_over N: more READY=1 than N (td_wait_until runs it again each time).
+td_harness_readies_over() { [ "$(td_harness_readies)" -gt "$1" ]; }
+
+td_harness_start() {
+	python3 "$TD_ROOT/tests/tools/fdstore.py" "$TD_DIR" -- "$TAGDISKD" -f \
+		${TD_IMG:+--image "$TD_IMG"} --mount "$TD_MNT" --socket "$TD_SOCK" --transport classic \
+		"$@" >"$TD_LOG" 2>&1 &
+	TD_HARNESS=$!
+	td_wait_until 60 td_harness_readies_over 0
+	td_wait_until 60 test -f "$TD_DISK"
+	grep -q 'store tagdisk-fuse' "$TD_DIR/events"
+}
+
+td_harness_kill9() {
+	local before t0 t1
+	before=$(td_harness_readies)
+	t0=$(date +%s%N)
+	kill -KILL "$(cat "$TD_DIR/pid")"
+	td_wait_until 120 td_harness_readies_over "$before"
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
+td_harness_stop() {
+	[ -n "${TD_HARNESS:-}" ] || return 0
+	local i
+	kill -TERM "$TD_HARNESS" 2>/dev/null
+	for ((i = 0; i < 1200; i++)); do
+		kill -0 "$TD_HARNESS" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -KILL "$TD_HARNESS" 2>/dev/null
+	wait "$TD_HARNESS" 2>/dev/null
+	TD_HARNESS=
+	# A daemon the harness did not stop.
+	if [ -f "$TD_DIR/pid" ] && kill -0 "$(cat "$TD_DIR/pid")" 2>/dev/null; then
+		TD_PID=$(cat "$TD_DIR/pid")
+	fi
 }

@@ -307,3 +307,28 @@ drive_holds_commands() {
 stop_nbdkit_pause() {
 	kill -"$1" "$NBD_PID"
 }
+
+@test "the daemon killed with -9 four times during fio verify on an NBD export is taken over: no error" {
+	start_nbdkit
+	nbd_write_ini 1
+	td_harness_start -c "$TD_DIR/nbd.ini"
+	[ "$(td_status backend)" = nbd ]
+	(cd "$TD_DIR" && timeout 900 fio --name=takeover --output-format=json \
+		--output="$TD_DIR/takeover.json" --verify_state_save=0 --filename="$TD_DISK" \
+		--rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio --size=64M "${VERIFY[@]}" \
+		>/dev/null 2>&1; echo $? >"$TD_DIR/fio.rc") &
+	local fio=$! i
+	BG_PIDS=$fio
+	for i in 1 2 3 4; do
+		td_wait_until 120 test -s "$TD_DIR/events"
+		python3 -c 'import random, time; time.sleep(random.uniform(0.2, 0.8))'
+		td_harness_kill9 >/dev/null
+	done
+	wait "$fio"
+	BG_PIDS=
+	[ "$(cat "$TD_DIR/fio.rc")" -eq 0 ]
+	fio_check takeover $((64 * 1024 * 1024))
+	[ "$(grep -c 'took over' "$TD_LOG")" -eq 4 ]
+	[ "$(td_status backend)" = nbd ]
+	same_bytes
+}

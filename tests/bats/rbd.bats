@@ -443,3 +443,34 @@ print("# %s: %d fsynced records of %d threads intact" % (path, total, nthreads))
 	"${RBD[@]}" export --no-progress rbd1/lock "$TD_DIR/exported"
 	cmp -n 4096 "$TD_DIR/block" <(dd if="$TD_DIR/exported" bs=4k skip=10 count=1 status=none)
 }
+
+@test "rbd: the mount outlives the daemon: a restart passes the lock at once; after kill -9 the successor waits for it" {
+	local t0 waited
+	rbd_ini rbd1 takeover
+	td_harness_start -c "$TD_DIR/rbd.ini" --mode rq --size 256M
+	[ "$(td_status backend)" = rbd ]
+	dd if=/dev/urandom of="$TD_DIR/block" bs=64k count=1 status=none
+	dd if="$TD_DIR/block" of="$TD_DISK" bs=64k seek=3 oflag=direct conv=notrunc,fsync status=none
+	# A restart in place releases the lock on its way out: the new image gets it at once.
+	run td_ctl restart
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *", 0 requests resent"* ]]
+	! grep -q 'waiting (up to' "$TD_LOG"
+	# A crash cannot release it: the successor waits until the cluster does (the dead
+	# client's watch times out), then serves the same mount; fio verify runs through it.
+	fio_verify crash 32M &
+	local fio=$!
+	BG_PIDS=$fio
+	td_wait_until 120 test -s "$TD_DIR/crash.json" -o -n "$(td_stats writes 2>/dev/null)"
+	t0=$EPOCHSECONDS
+	td_harness_kill9 >/dev/null
+	waited=$((EPOCHSECONDS - t0))
+	echo "# after kill -9 the successor served again after $waited s (the RBD lock's release)" >&3
+	grep -q 'waiting (up to 120 s) for the cluster to release the lock' "$TD_LOG"
+	wait "$fio"
+	BG_PIDS=
+	fio_check crash $((32 * 1024 * 1024 / 4096))
+	cmp "$TD_DIR/block" <(dd if="$TD_DISK" bs=64k skip=3 count=1 iflag=direct status=none)
+	[ "$(grep -c 'took over' "$TD_LOG")" -eq 2 ]
+}

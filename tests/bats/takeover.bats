@@ -15,50 +15,7 @@ setup_file() {
 	requires fio losetup mkfs.ext4 e2fsck python3 || return 0
 }
 setup() { td_setup_dir; }
-teardown() {
-	[ -n "${TD_HARNESS:-}" ] && kill -TERM "$TD_HARNESS" 2>/dev/null
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ -n "${TD_HARNESS:-}" ] && kill -0 "$TD_HARNESS" 2>/dev/null || break
-		sleep 0.05
-	done
-	[ -n "${TD_HARNESS:-}" ] && kill -KILL "$TD_HARNESS" 2>/dev/null
-	# The daemon the harness runs, if any is left.
-	[ -f "$TD_DIR/pid" ] && TD_PID=$(cat "$TD_DIR/pid")
-	td_teardown
-}
-
-# readies: how many times a daemon said READY=1 to the harness.
-readies() {
-	local n
-	n=$(grep -c ' ready ' "$TD_DIR/events" 2>/dev/null) || true
-	echo "${n:-0}"
-}
-
-# readies_over N: more than N READY=1 so far (for td_wait_until, which runs it again each time).
-readies_over() { [ "$(readies)" -gt "$1" ]; }
-
-# start_harnessed ARGS...: tagdiskd -f ARGS under the fd-store harness; wait until it serves.
-start_harnessed() {
-	python3 "$TD_ROOT/tests/tools/fdstore.py" "$TD_DIR" -- "$TAGDISKD" -f --image "$TD_IMG" \
-		--mount "$TD_MNT" --socket "$TD_SOCK" --transport classic "$@" >"$TD_LOG" 2>&1 &
-	TD_HARNESS=$!
-	td_wait_until 60 readies_over 0
-	td_wait_until 60 test -f "$TD_DISK"
-	grep -q 'store tagdisk-fuse' "$TD_DIR/events"
-}
-
-# kill9_and_wait: SIGKILL the daemon, wait for its successor to say READY; print the stall
-# from the kill to the successor's READY, in milliseconds.
-kill9_and_wait() {
-	local before t0 t1
-	before=$(readies)
-	t0=$(date +%s%N)
-	kill -KILL "$(cat "$TD_DIR/pid")"
-	td_wait_until 120 readies_over "$before"
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
+teardown() { td_teardown; }
 
 # fio_verify NAME FILE OFFSET: 4k random writes at QD32 over 16 MiB from OFFSET, then a
 # crc32c verify of all of them; fails unless fio ends with err=0.
@@ -96,7 +53,7 @@ kills_under_fio() {
 	for ((i = 0; i < kills; i++)); do
 		# A random moment: 0.2 to 1.2 s into the I/O.
 		python3 -c 'import random, time; time.sleep(random.uniform(0.2, 1.2))'
-		stall=$(kill9_and_wait)
+		stall=$(td_harness_kill9)
 		stalls+=("$stall")
 		[ ! -e "$TD_DIR/failed" ] || break
 	done
@@ -116,7 +73,7 @@ kills_under_fio() {
 
 @test "kill -9 twenty times under fio verify, on the disk file and a direct-I/O loop device: no error" {
 	local dev
-	start_harnessed --size 256M
+	td_harness_start --size 256M
 	dev=$(td_losetup --direct-io=on)
 	kills_under_fio 20 "$dev"
 	# Every successor took over the same mount: the loop device never saw an error.
@@ -126,7 +83,7 @@ kills_under_fio() {
 @test "kill -9 under fio verify in bio and mq modes (and rq above): no error" {
 	local mode dev
 	for mode in bio mq; do
-		start_harnessed --size 256M --mode "$mode"
+		td_harness_start --size 256M --mode "$mode"
 		[ "$(td_status mode)" = "$mode" ]
 		dev=$(td_losetup --direct-io=on)
 		kills_under_fio 4 "$dev"
@@ -142,7 +99,7 @@ kills_under_fio() {
 
 @test "ext4 on a loop device survives 10 kills during a copy: mounted rw, files equal, fsck clean" {
 	local dev fs=$TD_DIR/fs tree=/usr/include/linux i
-	start_harnessed --size 256M
+	td_harness_start --size 256M
 	dev=$(td_losetup --direct-io=on)
 	mkfs.ext4 -q -F "$dev"
 	mkdir "$fs"
@@ -151,7 +108,7 @@ kills_under_fio() {
 	local copier=$!
 	for ((i = 0; i < 10; i++)); do
 		python3 -c 'import random, time; time.sleep(random.uniform(0.1, 0.6))'
-		kill9_and_wait >/dev/null
+		td_harness_kill9 >/dev/null
 	done
 	wait "$copier"
 	[ -e "$TD_DIR/copied" ]
@@ -170,7 +127,7 @@ kills_under_fio() {
 
 @test "tagdiskctl restart under fio verify: nothing resent, no error, new code running" {
 	local dev before
-	start_harnessed --size 256M
+	td_harness_start --size 256M
 	dev=$(td_losetup --direct-io=on)
 	rm -f "$TD_DIR/stop" "$TD_DIR/failed"
 	fio_rounds "$TD_DISK" 0 &
@@ -197,7 +154,7 @@ kills_under_fio() {
 
 @test "volatile cache: a crash loses exactly the unflushed writes, flushed ones survive" {
 	printf '[drive]\nwrite_cache = volatile\n' >"$TD_DIR/volatile.ini"
-	start_harnessed --size 64M -c "$TD_DIR/volatile.ini"
+	td_harness_start --size 64M -c "$TD_DIR/volatile.ini"
 	head -c 65536 /dev/urandom >"$TD_DIR/flushed"
 	head -c 65536 /dev/urandom >"$TD_DIR/unflushed"
 	# Flushed: written, then fsync (a FLUSH at the drive).
@@ -205,7 +162,7 @@ kills_under_fio() {
 	# Unflushed: written, acknowledged from the drive's cache, never flushed.
 	dd if="$TD_DIR/unflushed" of="$TD_DISK" bs=64k seek=3 oflag=direct conv=notrunc status=none
 	cmp "$TD_DIR/unflushed" <(dd if="$TD_DISK" bs=64k skip=3 count=1 iflag=direct status=none)
-	kill9_and_wait >/dev/null
+	td_harness_kill9 >/dev/null
 	cmp "$TD_DIR/flushed" <(dd if="$TD_DISK" bs=64k skip=1 count=1 iflag=direct status=none)
 	# As powerfail keep=0 leaves it: what the image held before (a new image: zeros).
 	cmp <(head -c 65536 /dev/zero) <(dd if="$TD_DISK" bs=64k skip=3 count=1 iflag=direct status=none)
@@ -213,7 +170,7 @@ kills_under_fio() {
 }
 
 @test "a stop (SIGTERM to the service manager) unmounts and empties the store" {
-	start_harnessed --size 64M
+	td_harness_start --size 64M
 	kill -TERM "$TD_HARNESS"
 	td_wait_until 120 grep -q stopped "$TD_DIR/events"
 	wait "$TD_HARNESS" || true
@@ -240,7 +197,7 @@ kills_under_fio() {
 	td_not_mounted "$TD_MNT"
 
 	# A live daemon's connection, handed to a second one: for another mount, then for its own.
-	start_harnessed --size 16M
+	td_harness_start --size 16M
 	pid=$(cat "$TD_DIR/pid")
 	mkdir "$TD_DIR/mnt2"
 	run --separate-stderr python3 "$TD_ROOT/tests/tools/grab_fds.py" "$pid" -- "$TAGDISKD" -f \
