@@ -444,13 +444,13 @@ print("# %s: %d fsynced records of %d threads intact" % (path, total, nthreads))
 	cmp -n 4096 "$TD_DIR/block" <(dd if="$TD_DIR/exported" bs=4k skip=10 count=1 status=none)
 }
 
-@test "rbd: the mount outlives the daemon: a restart passes the lock at once; after kill -9 the successor waits for it" {
+@test "rbd: the mount outlives the daemon: a restart passes the lock at once; after kill -9 the successor gets it" {
 	local t0 waited
 	rbd_ini rbd1 takeover
 	td_harness_start -c "$TD_DIR/rbd.ini" --mode rq --size 256M
 	[ "$(td_status backend)" = rbd ]
 	dd if=/dev/urandom of="$TD_DIR/block" bs=64k count=1 status=none
-	dd if="$TD_DIR/block" of="$TD_DISK" bs=64k seek=3 oflag=direct conv=notrunc,fsync status=none
+	dd if="$TD_DIR/block" of="$TD_DISK" bs=64k seek=1000 oflag=direct conv=notrunc,fsync status=none
 	# A restart in place releases the lock on its way out: the new image gets it at once.
 	run td_ctl restart
 	echo "$output" >&2
@@ -466,11 +466,12 @@ print("# %s: %d fsynced records of %d threads intact" % (path, total, nthreads))
 	t0=$EPOCHSECONDS
 	td_harness_kill9 >/dev/null
 	waited=$((EPOCHSECONDS - t0))
+	# librbd's lock acquisition waits for the dead client's watch to time out (30 s at
+	# most), then breaks the lock, blocklisting the dead client.
 	echo "# after kill -9 the successor served again after $waited s (the RBD lock's release)" >&3
-	grep -q 'waiting (up to 120 s) for the cluster to release the lock' "$TD_LOG"
 	wait "$fio"
 	BG_PIDS=
 	fio_check crash $((32 * 1024 * 1024 / 4096))
-	cmp "$TD_DIR/block" <(dd if="$TD_DISK" bs=64k skip=3 count=1 iflag=direct status=none)
+	cmp "$TD_DIR/block" <(dd if="$TD_DISK" bs=64k skip=1000 count=1 iflag=direct status=none)
 	[ "$(grep -c 'took over' "$TD_LOG")" -eq 2 ]
 }

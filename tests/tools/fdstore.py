@@ -149,7 +149,7 @@ def main():
             event("exit %d %d" % (child.pid, rc))
         if stopping or rc in (0, 2):
             break
-        time.sleep(0.1)  # RestartSec=100ms, systemd's default
+        time.sleep(float(os.environ.get("FDSTORE_RESTART_SEC", "0.1")))  # RestartSec=
     for fd in store.values():
         os.close(fd)
     event("stopped")

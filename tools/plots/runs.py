@@ -122,9 +122,23 @@ class Tracer:
 
         wait_for("tagdiskctl trace to start", writing)
 
+    def settle(self, quiet=0.5, secs=60):
+        """Wait until the trace file has not grown for @quiet seconds: the daemon holds each
+        event back for its reorder window (100 ms) and writes it once the window has passed,
+        so the last ones of a run arrive that long after the I/O ended."""
+        size, since, end = -1, time.monotonic(), time.monotonic() + secs
+        while time.monotonic() < end:
+            now = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+            if now != size:
+                size, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            time.sleep(0.05)
+
     def stop(self):
         """Return tagdiskctl's closing line (events written). Raise RunError when it failed,
         which it does when the daemon dropped events."""
+        self.settle()
         self.proc.send_signal(signal.SIGINT)
         try:
             rc = self.proc.wait(120)
