@@ -207,6 +207,28 @@ static int clear_stale_socket(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* The directory made for the socket, if it is empty now (another daemon's socket may be there). */
+static void remove_made_dir(struct td_admin *a)
+{
+	if (!a->made_dir)
+		return;
+	if (rmdir(a->made_dir) == 0)
+		td_info("admin: removed the socket directory \"%s\"", a->made_dir);
+	free(a->made_dir);
+	a->made_dir = NULL;
+}
+
+void td_admin_remove_socket(struct td_admin *a)
+{
+	struct stat st;
+
+	/* Remove the socket only if it is still ours. */
+	if (lstat(a->socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
+		unlink(a->socket_path);
+	remove_made_dir(a);
+}
+
 static int open_socket(struct td_admin *a, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -217,7 +239,11 @@ static int open_socket(struct td_admin *a, char *err, size_t errlen)
 		snprintf(err, errlen, "admin socket \"%s\": path too long", path);
 		return -ENAMETOOLONG;
 	}
-	/* The default directory for root; systemd's RuntimeDirectory makes it too. */
+	/*
+	 * The default directory for root, /run/tagdisk, may be missing (systemd's
+	 * RuntimeDirectory makes it for the unit): make it, say so, and remove it
+	 * again on exit. The config checked that only this one level is missing.
+	 */
 	char dir[sizeof(sa.sun_path)];
 	char *slash;
 
@@ -225,7 +251,11 @@ static int open_socket(struct td_admin *a, char *err, size_t errlen)
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		if (mkdir(dir, 0755) == 0) {
+			a->made_dir = strdup(dir);
+			td_notice("admin: created the socket directory \"%s\" (removed again on exit)",
+				  dir);
+		} else if (errno != EEXIST) {
 			snprintf(err, errlen, "admin socket directory \"%s\": %s", dir,
 				 strerror(errno));
 			return -errno;
@@ -725,8 +755,10 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		goto out_free;
 	}
 	ret = open_socket(a, err, errlen);
-	if (ret)
+	if (ret) {
+		remove_made_dir(a);
 		goto out_close_pipe;
+	}
 	td_admin_sample(a);
 	ret = -pthread_create(&a->thread, NULL, admin_main, a);
 	if (ret) {
@@ -738,7 +770,7 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 
 out_close_socket:
 	close(a->listen_fd);
-	unlink(a->socket_path);
+	td_admin_remove_socket(a);
 out_close_pipe:
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
@@ -766,16 +798,12 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 
 void td_admin_destroy(struct td_admin *a)
 {
-	struct stat st;
 	ssize_t n = write(a->wake_pipe[1], "x", 1);
 
 	(void)n;
 	pthread_join(a->thread, NULL);
 	close(a->listen_fd);
-	/* Remove the socket only if it is still ours. */
-	if (lstat(a->socket_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    st.st_dev == a->socket_dev && st.st_ino == a->socket_ino)
-		unlink(a->socket_path);
+	td_admin_remove_socket(a);
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 	pthread_mutex_destroy(&a->fe_lock);

@@ -20,7 +20,9 @@
  *
  * The socket path is created safely: an existing path is only replaced when
  * it is a socket nobody listens on (a stale one); anything else is an error.
- * The socket is removed when the admin stops.
+ * A missing directory of the socket (one level: /run/tagdisk when nothing
+ * made it) is created, logged, and removed again, if empty, with the socket
+ * when the admin stops.
  *
  * `trace` turns a connection into an event stream (tagdisk/trace.h); the
  * poll loop drains its ring every few milliseconds.
@@ -73,7 +75,13 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const char *mountpoint,
 			   const char *name) td_nonnull(1);
 
-/* Stop the thread, close every connection, remove the socket, free. */
+/* Stop the thread, close every connection, remove the socket (and its directory if made), free. */
 void td_admin_destroy(struct td_admin *a) td_nonnull(1);
+
+/*
+ * Remove the socket and a directory made for it, leaving the thread be: for
+ * a daemon that exits without stopping the admin (a second SIGTERM).
+ */
+void td_admin_remove_socket(struct td_admin *a) td_nonnull(1);
 
 #endif /* TAGDISK_ADMIN_H */

@@ -45,6 +45,7 @@ struct td_admin {
 	int listen_fd;
 	dev_t socket_dev; /* the socket file we made, so we only ever remove ours */
 	ino_t socket_ino;
+	char *made_dir;	  /* the socket's directory when we made it (removed again), or NULL */
 	int wake_pipe[2]; /* td_admin_destroy() writes here to stop the thread */
 	pthread_t thread;
 

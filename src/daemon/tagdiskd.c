@@ -109,7 +109,7 @@ static void __attribute__((noreturn)) abandon(struct daemon *d, int sig)
 	td_notify("STOPPING=1\nSTATUS=stopping now, without draining");
 	td_frontend_unmount(d->fe);
 	/* The admin thread may be blocked in a command: remove its socket, leave it be. */
-	unlink(d->cfg.socket);
+	td_admin_remove_socket(d->admin);
 	td_pidfile_remove(&d->pidfile);
 	td_notice("stopped: abandoned, unmounted; exit status %d: data may be lost",
 		  EXIT_DATA_LOST);
@@ -459,6 +459,9 @@ static int store_error_status(const struct td_config *c, int err)
 /* Start failed (the reason is logged): clean up, and tell a waiting parent. */
 static int fail_start(struct daemon *d, int status)
 {
+	/* An image this start created goes again, and not without a word. */
+	if (d->store.img.created)
+		td_notice("image \"%s\": removed again (this start created it)", d->cfg.image);
 	teardown(d, true, false);
 	td_daemonize_failed();
 	return status;
