@@ -100,6 +100,8 @@ enum td_config_backend {
 struct td_config_origin {
 	const char *option; /* "--depth" (static), or NULL */
 	unsigned int line;  /* 1-based line in origin_file, or 0 */
+	/* With an option: the line of origin_file whose value it replaced, or 0. */
+	unsigned int overridden_line;
 };
 
 /*

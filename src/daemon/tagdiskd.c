@@ -418,6 +418,22 @@ static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave
 }
 
 /*
+ * A command-line option replaces a value of the config file without a
+ * word otherwise; say so (the unit's --socket beats [admin] socket).
+ */
+static void log_overridden_keys(const struct td_config *c)
+{
+	for (size_t i = 0; i < TD_CONFIG_NR_KEYS; i++) {
+		const struct td_config_origin *o = &c->origin[i];
+
+		if (o->option && o->overridden_line)
+			td_notice("config: %s replaces [%s] %s of %s:%u", o->option,
+				  td_config_keys[i].section, td_config_keys[i].key, c->origin_file,
+				  o->overridden_line);
+	}
+}
+
+/*
  * Keys of a backend's section that the configured backend does not use are
  * accepted (one file may keep every backend's settings): say so once.
  */
@@ -656,6 +672,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	log_overridden_keys(&d.cfg);
 	log_unused_keys(&d.cfg);
 	ret = td_store_open(&d.store, &d.cfg, err, sizeof(err));
 	if (ret) {

@@ -1595,6 +1595,7 @@ static void test_config_build_command_line_beats_file_beats_default(void **state
 	struct td_cmdline cl;
 	struct td_config c;
 	char *argv[] = {"tagdiskd", "-c", (char *)ini, "--depth", "64", "-o", "ro", NULL};
+	const struct td_config_origin *depth;
 
 	write_file(ini, "[tags]\ndepth = 16\n[queue]\nfifo_batch = 4\n");
 	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
@@ -1605,6 +1606,13 @@ static void test_config_build_command_line_beats_file_beats_default(void **state
 	assert_int_equal(c.tunables.read_expire_ms, 500); /* default */
 	assert_string_equal(c.config_file, ini);
 	assert_int_equal(c.nr_fuse_opts, 1);
+	/* The option, and the line of the file it replaced (the daemon logs both). */
+	depth = &c.origin[td_config_find_key("tags", "depth") - td_config_keys];
+	assert_string_equal(depth->option, "--depth");
+	assert_int_equal(depth->overridden_line, 2);
+	assert_int_equal(c.origin[td_config_find_key("queue", "fifo_batch") - td_config_keys]
+				 .overridden_line,
+			 0);
 
 	/* SIGHUP: the file changed; build again on the same config. */
 	write_file(ini, "[tags]\ndepth = 8\n[queue]\nread_expire_ms = 100\n");
