@@ -20,6 +20,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/tagdisk
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
 CC      ?= cc
@@ -346,11 +347,13 @@ fuzz-check:
 #
 # make install [PREFIX=/usr/local] [DESTDIR=DIR]
 #   tagdiskd (SBINDIR), tagdiskctl (BINDIR), tagdisk@.service (UNITDIR), the man pages
-#   (MANDIR/man8, man5), the bash completion (BASHCOMPDIR/tagdiskctl), and
+#   (MANDIR/man8, man5), the admin protocol (DOCDIR/protocol.md, which the man pages
+#   name), the bash completion (BASHCOMPDIR/tagdiskctl), and
 #   SYSCONFDIR/tagdisk/example.ini unless one is there already (it may hold local edits).
 # make uninstall
 #   removes exactly those files; example.ini only while it equals etc/tagdisk.ini, and
-#   SYSCONFDIR/tagdisk once that is empty (other files there are the admin's disks). The
+#   SYSCONFDIR/tagdisk once that is empty (other files there are the admin's disks), and
+#   DOCDIR. The
 #   shared directories (bin, sbin, man8, ...) stay, as they may hold other programs.
 # make run [RUN_DIR=.] [RUN_SIZE=1G]
 #   serve RUN_DIR/tagdisk.img (created sparse when missing) at RUN_DIR/mnt/disk in the
@@ -366,6 +369,7 @@ UNIT_IN := systemd/tagdisk@.service.in
 UNIT    := $(BUILD)/tagdisk@.service
 MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8
 MAN5    := docs/tagdisk.ini.5
+DOCS    := docs/protocol.md
 EXAMPLE_INI = $(DESTDIR)$(SYSCONFDIR)/tagdisk/example.ini
 
 RUN_DIR   ?= .
@@ -384,12 +388,13 @@ systemd-unit: $(UNIT_IN)
 install: all systemd-unit
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(BASHCOMPDIR) \
-		$(DESTDIR)$(SYSCONFDIR)/tagdisk
+		$(DESTDIR)$(SYSCONFDIR)/tagdisk $(DESTDIR)$(DOCDIR)
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskd $(DESTDIR)$(SBINDIR)/tagdiskd
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskctl $(DESTDIR)$(BINDIR)/tagdiskctl
 	$(INSTALL) -m 0644 $(UNIT) $(DESTDIR)$(UNITDIR)/tagdisk@.service
 	$(INSTALL) -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5
+	$(INSTALL) -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)
 	$(INSTALL) -m 0644 etc/tagdiskctl.bash-completion $(DESTDIR)$(BASHCOMPDIR)/tagdiskctl
 	@if [ -e $(EXAMPLE_INI) ]; then \
 		echo "install: kept the existing $(EXAMPLE_INI)"; \
@@ -404,6 +409,7 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/tagdisk@.service \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man8/%,$(notdir $(MAN8))) \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man5/%,$(notdir $(MAN5))) \
+		$(patsubst %,$(DESTDIR)$(DOCDIR)/%,$(notdir $(DOCS))) \
 		$(DESTDIR)$(BASHCOMPDIR)/tagdiskctl
 	@if cmp -s etc/tagdisk.ini $(EXAMPLE_INI); then \
 		echo "rm -f $(EXAMPLE_INI)"; rm -f $(EXAMPLE_INI); \
@@ -411,6 +417,7 @@ uninstall:
 		echo "uninstall: kept $(EXAMPLE_INI): it differs from etc/tagdisk.ini"; \
 	fi
 	@rmdir $(DESTDIR)$(SYSCONFDIR)/tagdisk 2>/dev/null || true
+	@rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 # Building and serving only: no test tools (tests/bats/make_run.bats checks the list).
 run:

@@ -120,7 +120,7 @@ static void status_fuse(struct json_object *r, char *line, size_t len)
 
 /*
  * FUSE over io_uring, two lines: the rings ("2 queues (one per CPU) x 64
- * entries, 1 helper ring for requests of 64 KiB and more") and the requests
+ * entries, 1 helper ring (for requests >= 64 KiB)") and the requests
  * each queue received ("7 on queue 0, 334 on queue 1"; with more than four
  * queues their sum, least and most). Nothing with another transport.
  */
@@ -139,7 +139,7 @@ static void status_uring(struct json_object *r, struct td_ctl_table *t)
 		       n == 1 ? "" : "s", td_ctl_get_num(r, "/uring_entries", a, sizeof(a)));
 	if (td_jsonc_get(r, "/uring_helpers"))
 		snprintf(line + off, sizeof(line) - (size_t)off,
-			 ", %llu helper ring%s for requests of 64 KiB and more",
+			 ", %llu helper ring%s (for requests >= 64 KiB)",
 			 (unsigned long long)helpers, helpers == 1 ? "" : "s");
 	kv_add(t, "uring", line);
 	off = 0;

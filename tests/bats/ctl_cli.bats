@@ -246,13 +246,13 @@ EOF2
 	fake_daemon '{"ok":true,"state":"running","transport":"uring","fuse_threads":2,"uring_requests":[7,334],"uring_entries":64,"uring_helpers":1}'
 	run -0 "$TAGDISKCTL" -s "$TD_DIR/fake.sock" status
 	grep -qxF "fuse        uring, 2 threads on /dev/fuse" <<<"$output"
-	grep -qxF "uring       2 queues (one per CPU) x 64 entries, 1 helper ring for requests of 64 KiB and more" <<<"$output"
+	grep -qxF "uring       2 queues (one per CPU) x 64 entries, 1 helper ring (for requests >= 64 KiB)" <<<"$output"
 	grep -qxF "uring reqs  7 on queue 0, 334 on queue 1 (received since start)" <<<"$output"
 	# Many CPUs: the sum, the least and the most.
 	kill "$FAKE_PID"
 	rm -f "$TD_DIR/fake.sock"
 	fake_daemon '{"ok":true,"transport":"uring","fuse_threads":2,"uring_requests":[5,9,1,30,2,8],"uring_entries":32,"uring_helpers":0}'
 	run -0 "$TAGDISKCTL" -s "$TD_DIR/fake.sock" status
-	grep -qxF "uring       6 queues (one per CPU) x 32 entries, 0 helper rings for requests of 64 KiB and more" <<<"$output"
+	grep -qxF "uring       6 queues (one per CPU) x 32 entries, 0 helper rings (for requests >= 64 KiB)" <<<"$output"
 	grep -qxF "uring reqs  55 in all; least 1 (queue 2), most 30 (queue 3) (received since start)" <<<"$output"
 }
