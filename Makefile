@@ -59,7 +59,7 @@ JSON_LIBS   ?= $(shell $(PKG_CONFIG) --libs json-c 2>/dev/null || echo -ljson-c)
 # src/engine/drive_absent.c then stands in, and the config refuses that backend.
 WITH_RBD ?= 1
 WITH_NBD ?= 1
-$(foreach v,WITH_RBD WITH_NBD,$(if $(filter-out 0 1,$($(v))),$(error $(v)=$($(v)): use 1 (build the backend) or 0 (leave it out))))
+$(foreach v,WITH_RBD WITH_NBD,$(if $(filter-out 0 1,$($(v)))$(if $(strip $($(v))),,empty),$(error $(v)=$($(v)): use 1 (build the backend) or 0 (leave it out))))
 ifeq ($(WITH_RBD),1)
 RBD_LIBS ?= $(shell $(PKG_CONFIG) --libs librbd librados 2>/dev/null || echo -lrbd -lrados)
 endif
@@ -197,7 +197,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BUILD)/tests/unit_util.o $(LIBS
 	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/tests/unit_util.o $(LIBS) $(CMOCKA_LIBS) $(EXTLIBS)
 
 # Every public header compiles on its own.
-check-headers:
+check-headers: | check-build-deps
 	@set -e; for h in $(HEADERS); do \
 		echo "#include \"$${h#include/}\"" | \
 		$(CC) $(TD_CPPFLAGS) $(FUSE_CFLAGS) $(INIPARSER_CFLAGS) $(JSON_CFLAGS) $(TD_CFLAGS) -fsyntax-only -x c - || \
@@ -271,7 +271,7 @@ clean:
 
 # ---- benchmarks (figures, not tests) ----------------------------------------------------
 
-$(BUILD)/bench/%.o: bench/%.c
+$(BUILD)/bench/%.o: bench/%.c $(FEATURES_STAMP) | check-build-deps
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
 	$(Q)$(CC) $(TD_CPPFLAGS) $(DEPFLAGS) $(FUSE_CFLAGS) $(TD_CFLAGS) $(CFLAGS) -c -o $@ $<
