@@ -44,8 +44,9 @@ static size_t distance(const char *a, size_t la, const char *b, size_t lb)
 			size_t cost = same(a[i - 1], b[j - 1]) ? 0 : 1;
 
 			d[i][j] = min3(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
-			if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1]) &&
-			    d[i - 2][j - 2] + 1 < d[i][j])
+			/* Two neighbours swapped. */
+			if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) &&
+			    same(a[i - 2], b[j - 1]) && d[i - 2][j - 2] + 1 < d[i][j])
 				d[i][j] = d[i - 2][j - 2] + 1;
 		}
 	}

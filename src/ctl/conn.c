@@ -450,7 +450,8 @@ int td_ctl_call(struct td_ctl *ctl, const char *command, bool echo, struct json_
 		putchar('\n');
 	}
 	if (!json_object_get_boolean(ok)) {
-		const char *error = td_jsonc_as_str(td_jsonc_get(v, "/error"), "the daemon refused");
+		const char *error =
+			td_jsonc_as_str(td_jsonc_get(v, "/error"), "the daemon refused");
 
 		/*
 		 * A command neither knows: add the ones tagdiskctl has near it (top,
@@ -462,8 +463,8 @@ int td_ctl_call(struct td_ctl *ctl, const char *command, bool echo, struct json_
 			word_end--;
 		if (!(echo && ctl->json) && ctl->near[0] &&
 		    strncmp(error, "unknown command ", 16) == 0 && !strstr(error, "did you mean"))
-			fprintf(stderr, "tagdiskctl: %.*s (did you mean %s?)\n", (int)word_end, error,
-				ctl->near);
+			fprintf(stderr, "tagdiskctl: %.*s (did you mean %s?)\n", (int)word_end,
+				error, ctl->near);
 		else if (!(echo && ctl->json))
 			fprintf(stderr, "tagdiskctl: %s\n", error);
 		json_object_put(v);

@@ -188,8 +188,8 @@ const char *td_ctl_op_letters(const char *op, bool fua) td_nonnull(1);
  * first lines of a trace printed on a terminal ('#' lines).
  */
 #define TD_CTL_TRACE_LEGEND                                                                        \
-	"Each event: TIME (s since the first) PID ACTION RWBS SECTOR + SECTORS [tag N]\n"           \
-	"  ACTION  Q queued, M back merge, F front merge, G got a request, I inserted,\n"           \
+	"Each event: TIME (s since the first) PID ACTION RWBS SECTOR + SECTORS [tag N]\n"          \
+	"  ACTION  Q queued, M back merge, F front merge, G got a request, I inserted,\n"          \
 	"          D dispatched to the drive, C completed (err N: its error), R requeued\n"        \
 	"  RWBS    as blkparse prints it: R read, W write, D discard, FN flush (no data),\n"       \
 	"          WF a FUA write; Z write zeroes (blkparse: W)\n"                                 \
@@ -198,14 +198,14 @@ const char *td_ctl_op_letters(const char *op, bool fua) td_nonnull(1);
 /* The columns of iostat and their units: iostat --help. */
 #define TD_CTL_IOSTAT_LEGEND                                                                       \
 	"Columns (as iostat -x, KiB = 1024 bytes):\n"                                              \
-	"  r/s, w/s          reads, writes completed per second\n"                                  \
-	"  rKiB/s, wKiB/s    KiB read, written per second (iostat(1) names them rkB/s, wkB/s)\n"    \
-	"  rrqm/s, wrqm/s    read, write merges per second\n"                                       \
-	"  r_await(ms)       mean time of a read, queue included, in milliseconds\n"                \
-	"  w_await(ms)       the same for writes\n"                                                 \
-	"  aqu-sz            mean requests in the queue or the drive\n"                             \
-	"  tags              tags in use when sampled\n"                                            \
-	"  %util             share of the interval with I/O in flight\n"                            \
+	"  r/s, w/s          reads, writes completed per second\n"                                 \
+	"  rKiB/s, wKiB/s    KiB read, written per second (iostat(1) names them rkB/s, wkB/s)\n"   \
+	"  rrqm/s, wrqm/s    read, write merges per second\n"                                      \
+	"  r_await(ms)       mean time of a read, queue included, in milliseconds\n"               \
+	"  w_await(ms)       the same for writes\n"                                                \
+	"  aqu-sz            mean requests in the queue or the drive\n"                            \
+	"  tags              tags in use when sampled\n"                                           \
+	"  %util             share of the interval with I/O in flight\n"                           \
 	"The first report covers the time since the daemon started.\n"
 
 /* Room for any line td_ctl_fmt_event() produces. */
