@@ -18,6 +18,12 @@
  * option here that is not one, a newline that would smuggle in a second
  * command); the daemon judges the values.
  *
+ * Help needs no daemon: COMMAND -h|--help and help COMMAND print the
+ * command's usage and details from the table below; help lists the table,
+ * then the commands only the daemon's help names. An unknown command gets
+ * the commands near it (common/suggest.h); with no daemon to ask, it is a
+ * usage error rather than a connection failure.
+ *
  * SIGPIPE is ignored; a closed stdout then shows as EPIPE, which ends the
  * program quietly with status 0 (`tagdiskctl trace | head`).
  */
