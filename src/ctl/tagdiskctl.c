@@ -250,9 +250,9 @@ static void usage(void)
 /* COMMAND --help (or help COMMAND): its usage and what it does, without the daemon. */
 static void command_usage(const struct td_ctl_command *cmd)
 {
-	printf("Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] %s\n"
-	       "%c%s.\n",
-	       cmd->usage, toupper((unsigned char)cmd->help[0]), cmd->help + 1);
+	printf("Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] %s\n", cmd->usage);
+	if (cmd->help && cmd->help[0])
+		printf("%c%s.\n", toupper((unsigned char)cmd->help[0]), cmd->help + 1);
 	if (cmd->details)
 		printf("\n%s", cmd->details);
 	printf("\n" EXIT_STATUS_TEXT);
@@ -467,7 +467,7 @@ int td_ctl_run_help(struct td_ctl *ctl, const struct td_ctl_command *cmd, int ar
 		}
 	}
 	for (i = 0; i < TD_ARRAY_SIZE(commands); i++)
-		help_line(commands[i].usage, commands[i].help, width);
+		help_line(commands[i].usage, commands[i].help ? commands[i].help : "", width);
 	theirs = td_jsonc_get(reply, "/commands");
 	n = json_object_is_type(theirs, json_type_array) ? json_object_array_length(theirs) : 0;
 	for (i = 0; i < n; i++) {
