@@ -303,6 +303,8 @@ def main():
     for b in (tagdiskd, passthrough):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing (make all bench-tools)")
+    if not shutil.which("fio"):
+        sys.exit("bench: fio is missing (Debian: apt-get install fio)")
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         sys.exit("bench: needs root and /dev/fuse")
 
@@ -631,4 +633,13 @@ def hdd_experiment(tagdiskd, a):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A failure is one line naming what failed (its log says more), not a traceback.
+    try:
+        sys.exit(main())
+    except subprocess.CalledProcessError as e:
+        cmd = e.cmd if isinstance(e.cmd, str) else " ".join(map(str, e.cmd))
+        sys.exit(f"bench: `{cmd}` failed with status {e.returncode}")
+    except (RuntimeError, OSError) as e:
+        sys.exit(f"bench: {e}")
+    except KeyboardInterrupt:
+        sys.exit("bench: interrupted")

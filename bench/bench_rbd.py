@@ -126,11 +126,42 @@ class Served:
         self.log.close()
 
 
-def main(a):
+# Where qemu looks for its block driver modules (QEMU_MODULE_DIR overrides it, as for qemu).
+QEMU_MODULE_DIRS = ["/usr/lib/x86_64-linux-gnu/qemu", "/usr/lib/aarch64-linux-gnu/qemu",
+                    "/usr/lib64/qemu", "/usr/lib/qemu"]
+
+
+def missing_tools(build):
+    """What this run needs and does not find, as (what, package) pairs: checked before the
+    cluster starts, so a missing piece is one line, not a traceback minutes later."""
+    missing = []
+    for tool, pkg in (("ceph-mon", "ceph-mon"), ("ceph-mgr", "ceph-mgr"),
+                      ("ceph-osd", "ceph-osd"), ("rbd", "ceph-common"), ("fio", "fio")):
+        if not shutil.which(tool):
+            missing.append((tool, pkg))
+    # qemu-storage-daemon's rbd driver is a module of its own package; a qemu without
+    # module directories has its drivers built in.
+    env_dir = os.environ.get("QEMU_MODULE_DIR")
+    dirs = [d for d in ([env_dir] if env_dir else QEMU_MODULE_DIRS) if os.path.isdir(d)]
+    rbd_driver = ("qemu-storage-daemon's rbd driver (block-rbd.so)", "qemu-block-extra")
     if not shutil.which("qemu-storage-daemon"):
-        sys.exit("bench --rbd: qemu-storage-daemon is missing: "
-                 "apt-get install qemu-system-common qemu-block-extra")
+        missing += [("qemu-storage-daemon", "qemu-system-common"), rbd_driver]
+    elif dirs and not any(os.path.exists(os.path.join(d, "block-rbd.so")) for d in dirs):
+        missing.append(rbd_driver)
+    if not os.access(os.path.join(build, "tagdiskd"), os.X_OK):
+        missing.append((os.path.join(build, "tagdiskd"), "make all"))
+    return missing
+
+
+def main(a):
     build = os.path.abspath(a.build)
+    missing = missing_tools(build)
+    if missing:
+        sys.exit("bench --rbd: missing " + ", ".join(f"{w} ({p})" for w, p in missing) +
+                 "; Debian: apt-get install " +
+                 " ".join(sorted({p for _, p in missing if p != "make all"})))
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        sys.exit("bench --rbd: needs root and /dev/fuse")
     runtime = max(a.runtime, 3)
     workdir = tempfile.mkdtemp(prefix="tagdisk-bench-rbd.")
     cdir = os.path.join(workdir, "ceph")

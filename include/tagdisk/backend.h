@@ -114,6 +114,20 @@ int td_backend_mem_init(struct td_backend *be, uint64_t size) td_nonnull(1);
 /* Return: the memory of a backend made by td_backend_mem_init(). */
 uint8_t *td_backend_mem_data(const struct td_backend *be) td_nonnull(1);
 
+/*
+ * The network backends are optional: `make WITH_RBD=0` or `WITH_NBD=0` builds
+ * without librbd or libnbd, and TD_WITH_RBD / TD_WITH_NBD are then 0. Their
+ * open functions stay, from drive_absent.c, and fail with -ENOTSUP and a
+ * message saying how to build them in; the config refuses such a backend
+ * before that (config_values.c).
+ */
+#ifndef TD_WITH_RBD
+#define TD_WITH_RBD 1
+#endif
+#ifndef TD_WITH_NBD
+#define TD_WITH_NBD 1
+#endif
+
 /* Ceph RBD through librbd (drive_rbd.c). */
 struct td_rbd_params {
 	const char *pool;

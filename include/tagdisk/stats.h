@@ -56,6 +56,7 @@ struct td_stats_snapshot {
 	uint64_t front_merges[TD_OP_COUNT];
 	uint64_t back_merges[TD_OP_COUNT];
 	uint64_t ticks_ns[TD_OP_COUNT];	     /* sum of latencies */
+	uint64_t max_ns[TD_OP_COUNT];	     /* the largest latency */
 	uint64_t counters[TD_STAT_NR_COUNTERS];
 	uint64_t in_flight;		     /* requests started and not completed */
 	uint64_t io_ticks_ns;		     /* time with at least one in flight */
@@ -106,6 +107,16 @@ uint64_t td_stats_bucket_value(unsigned int b);
  * @hist fall, or 0 when @hist is empty.
  */
 uint64_t td_stats_percentile(const uint64_t hist[TD_STATS_BUCKETS], double fraction) td_nonnull(1);
+
+/*
+ * The same, for latencies whose largest is @max_ns: a fraction that falls in
+ * the highest bucket in use reads @max_ns itself rather than that bucket's
+ * midpoint. So no percentile exceeds the largest sample, p100 is exact, and
+ * so is every percentile of a single sample (which then equals the mean).
+ * Return: 0 when @hist is empty.
+ */
+uint64_t td_stats_percentile_max(const uint64_t hist[TD_STATS_BUCKETS], double fraction,
+				 uint64_t max_ns) td_nonnull(1);
 
 /* Return: static name of @c ("deferred", "killed", "requeued", "resets", "timeouts", ...). */
 const char *td_stats_counter_name(enum td_stats_counter c);

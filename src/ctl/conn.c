@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
@@ -133,7 +134,22 @@ int td_ctl_flush_stdout(void)
 
 /* ---- connection ------------------------------------------------------------------------ */
 
-int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms)
+/* What a path that is not a socket is, for a message. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISREG(mode))
+		return "a regular file";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	return "not a socket";
+}
+
+int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms, char *why,
+		     size_t whylen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = {
@@ -141,6 +157,7 @@ int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms)
 		.tv_usec = (timeout_ms % 1000) * 1000,
 	};
 	const char *hint = " (is tagdiskd running? use -s SOCKET)";
+	struct stat st;
 	int err;
 
 	memset(c, 0, sizeof(*c));
@@ -148,9 +165,8 @@ int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms)
 	c->watch_fd = -1;
 	c->path = path;
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr,
-			"tagdiskctl: cannot connect to %s: path too long (at most %zu bytes)\n",
-			path, sizeof(sa.sun_path) - 1);
+		snprintf(why, whylen, "cannot connect to %s: path too long (at most %zu bytes)",
+			 path, sizeof(sa.sun_path) - 1);
 		return TD_CTL_CONNECT;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -175,11 +191,18 @@ out_close_fd:
 	close(c->fd);
 	c->fd = -1;
 out_fail:
+	/* A file where a socket should be reads as "Connection refused": say what it is. */
+	if (stat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(why, whylen, "%s is %s, not a socket", path, file_kind(st.st_mode));
+		return TD_CTL_USAGE;
+	}
 	if (err == EACCES || err == EPERM)
 		hint = " (run as root or as a member of the socket's group)";
 	else if (err == EAGAIN)
 		hint = " (timed out: the daemon is not accepting connections)";
-	fprintf(stderr, "tagdiskctl: cannot connect to %s: %s%s\n", path, strerror(err), hint);
+	else if (err == ECONNREFUSED)
+		hint = " (a socket nobody listens on: its tagdiskd is gone)";
+	snprintf(why, whylen, "cannot connect to %s: %s%s", path, strerror(err), hint);
 	return TD_CTL_CONNECT;
 }
 
@@ -427,9 +450,23 @@ int td_ctl_call(struct td_ctl *ctl, const char *command, bool echo, struct json_
 		putchar('\n');
 	}
 	if (!json_object_get_boolean(ok)) {
-		if (!(echo && ctl->json))
-			fprintf(stderr, "tagdiskctl: %s\n",
-				td_jsonc_as_str(td_jsonc_get(v, "/error"), "the daemon refused"));
+		const char *error =
+			td_jsonc_as_str(td_jsonc_get(v, "/error"), "the daemon refused");
+
+		/*
+		 * A command neither knows: add the ones tagdiskctl has near it (top,
+		 * iostat are its own), unless the daemon named some itself.
+		 */
+		size_t word_end = strcspn(error, "(");
+
+		while (word_end && error[word_end - 1] == ' ')
+			word_end--;
+		if (!(echo && ctl->json) && ctl->near[0] &&
+		    strncmp(error, "unknown command ", 16) == 0 && !strstr(error, "did you mean"))
+			fprintf(stderr, "tagdiskctl: %.*s (did you mean %s?)\n", (int)word_end,
+				error, ctl->near);
+		else if (!(echo && ctl->json))
+			fprintf(stderr, "tagdiskctl: %s\n", error);
 		json_object_put(v);
 		return TD_CTL_REFUSED;
 	}

@@ -3,11 +3,13 @@
  * ctl_format.c - number formatting, table layout, iostat arithmetic and
  * trace lines for tagdiskctl.
  *
- * Human units follow one rule: show three significant digits once a value
- * leaves its base unit, and pick the unit after rounding, so a value just
- * below a boundary reads "1.00 ms" and never "1000 us" or "1000 ms". Sizes
- * are the exception: binary units with one decimal, as ls -h and lsblk
- * print them, because image sizes are powers of two and "1.0 GiB" says so.
+ * Units follow one rule (tagdiskctl.8, OUTPUT): bytes are counted in binary
+ * units, sizes and rates alike (KiB = 1024 bytes; never kB), and times in
+ * us, ms and s. Latencies and rates show three significant digits once a
+ * value leaves its base unit, the unit picked after rounding, so a value
+ * just below a boundary reads "1.00 ms" and never "1000 us" or "1000 ms".
+ * Sizes show one decimal, as ls -h and lsblk print them, because image
+ * sizes are powers of two and "1.0 GiB" says so.
  *
  * A table keeps its cells in one flat array in row order; cell i belongs to
  * row i / nr_cols and column i % nr_cols. Widths are measured only when
@@ -57,8 +59,8 @@ const char *td_ctl_fmt_size(uint64_t bytes, char *buf, size_t len)
 
 const char *td_ctl_fmt_rate(double bytes_per_s, char *buf, size_t len)
 {
-	static const char *const units[] = { "B/s",  "kB/s", "MB/s", "GB/s",
-					     "TB/s", "PB/s", "EB/s" };
+	static const char *const units[] = { "B/s",   "KiB/s", "MiB/s", "GiB/s",
+					     "TiB/s", "PiB/s", "EiB/s" };
 	double v = bytes_per_s;
 	size_t i = 0;
 
@@ -66,15 +68,12 @@ const char *td_ctl_fmt_rate(double bytes_per_s, char *buf, size_t len)
 		snprintf(buf, len, "-");
 		return buf;
 	}
-	if (v < SIG3_LIMIT) {
-		snprintf(buf, len, "%.0f B/s", v);
-		return buf;
-	}
-	while (v >= SIG3_LIMIT && i < TD_ARRAY_SIZE(units) - 1) {
-		v /= 1000;
+	/* Rounded to a whole number, 1023.5 and up would read 1024 of a unit. */
+	while (v >= 1023.5 && i < TD_ARRAY_SIZE(units) - 1) {
+		v /= 1024;
 		i++;
 	}
-	if (v >= SIG3_LIMIT)
+	if (i == 0 || v >= SIG3_LIMIT)
 		snprintf(buf, len, "%.0f %s", v, units[i]);
 	else
 		fmt_sig3(v, units[i], buf, len);
@@ -366,8 +365,8 @@ void td_ctl_iostat_compute(const struct td_ctl_iostat_sample *prev,
 	out->r_s = (double)d[TD_CTL_READS] / dt_s;
 	out->w_s = (double)d[TD_CTL_WRITES] / dt_s;
 	/* Two 512-byte sectors to the KiB. */
-	out->rkb_s = (double)d[TD_CTL_READ_SECTORS] / 2 / dt_s;
-	out->wkb_s = (double)d[TD_CTL_WRITE_SECTORS] / 2 / dt_s;
+	out->rkib_s = (double)d[TD_CTL_READ_SECTORS] / 2 / dt_s;
+	out->wkib_s = (double)d[TD_CTL_WRITE_SECTORS] / 2 / dt_s;
 	out->rrqm_s = (double)d[TD_CTL_READ_MERGES] / dt_s;
 	out->wrqm_s = (double)d[TD_CTL_WRITE_MERGES] / dt_s;
 	if (d[TD_CTL_READS])
@@ -386,9 +385,9 @@ const char *td_ctl_op_letters(const char *op, bool fua)
 	if (strcmp(op, "read") == 0)
 		return "R";
 	if (strcmp(op, "write") == 0)
-		return fua ? "WS" : "W";
+		return fua ? "WF" : "W";
 	if (strcmp(op, "flush") == 0)
-		return "F";
+		return "FN";
 	if (strcmp(op, "discard") == 0)
 		return "D";
 	if (strcmp(op, "write_zeroes") == 0)

@@ -39,9 +39,11 @@
 const char *td_ctl_fmt_size(uint64_t bytes, char *buf, size_t len) td_nonnull(2);
 
 /*
- * A byte rate in decimal units with three significant digits: "0 B/s",
- * "999 B/s", "1.00 kB/s", "12.3 MB/s", "123 MB/s", "1.23 GB/s", up to EB/s.
- * A negative or non-finite rate (no data) gives "-". Return: @buf.
+ * A byte rate in binary units, like the sizes, with three significant
+ * digits: "0 B/s", "999 B/s", "1023 B/s", "1.00 KiB/s", "12.3 MiB/s", "123
+ * MiB/s", "1.23 GiB/s", up to EiB/s; between 999.5 and 1023.5 of a unit four
+ * digits ("1000 KiB/s") rather than 0.98 of the next. A negative or
+ * non-finite rate (no data) gives "-". Return: @buf.
  */
 const char *td_ctl_fmt_rate(double bytes_per_s, char *buf, size_t len) td_nonnull(2);
 
@@ -138,8 +140,8 @@ struct td_ctl_iostat {
 	double interval_s;
 	double r_s;	   /* reads completed */
 	double w_s;	   /* writes completed */
-	double rkb_s;	   /* KiB read */
-	double wkb_s;	   /* KiB written */
+	double rkib_s;	   /* KiB read (1024 bytes) */
+	double wkib_s;	   /* KiB written */
 	double rrqm_s;	   /* read merges */
 	double wrqm_s;	   /* write merges */
 	double r_await_ms; /* mean time per read, queue included; 0 without reads */
@@ -173,17 +175,46 @@ struct td_ctl_event {
 };
 
 /*
- * The blktrace-style letters of an op: "R", "W", "WS" (a FUA write), "F",
- * "D", "Z", or "?" for a name this version does not know.
+ * The letters blkparse prints in its RWBS column for the record of an op
+ * that tagdiskctl trace -o writes: "R", "W", "WF" (a FUA write: F after W),
+ * "FN" (a flush: F before, N for no data), "D" (discard); "Z" for write
+ * zeroes, which blkparse shows as W (blktrace has no category for it); "?"
+ * for a name this version does not know.
  */
 const char *td_ctl_op_letters(const char *op, bool fua) td_nonnull(1);
+
+/*
+ * What the columns and letters of a printed trace mean: trace --help, and the
+ * first lines of a trace printed on a terminal ('#' lines).
+ */
+#define TD_CTL_TRACE_LEGEND                                                                        \
+	"Each event: TIME (s since the first) PID ACTION RWBS SECTOR + SECTORS [tag N]\n"          \
+	"  ACTION  Q queued, M back merge, F front merge, G got a request, I inserted,\n"          \
+	"          D dispatched to the drive, C completed (err N: its error), R requeued\n"        \
+	"  RWBS    as blkparse prints it: R read, W write, D discard, FN flush (no data),\n"       \
+	"          WF a FUA write; Z write zeroes (blkparse: W)\n"                                 \
+	"  SECTOR  512-byte sectors, whatever the logical block size\n"
+
+/* The columns of iostat and their units: iostat --help. */
+#define TD_CTL_IOSTAT_LEGEND                                                                       \
+	"Columns (as iostat -x, KiB = 1024 bytes):\n"                                              \
+	"  r/s, w/s          reads, writes completed per second\n"                                 \
+	"  rKiB/s, wKiB/s    KiB read, written per second (iostat(1) names them rkB/s, wkB/s)\n"   \
+	"  rrqm/s, wrqm/s    read, write merges per second\n"                                      \
+	"  r_await(ms)       mean time of a read, queue included, in milliseconds\n"               \
+	"  w_await(ms)       the same for writes\n"                                                \
+	"  aqu-sz            mean requests in the queue or the drive\n"                            \
+	"  tags              tags in use when sampled\n"                                           \
+	"  %util             share of the interval with I/O in flight\n"                           \
+	"The first report covers the time since the daemon started.\n"
 
 /* Room for any line td_ctl_fmt_event() produces. */
 #define TD_CTL_EVENT_LEN 160
 
 /*
  * One line (no newline) for @ev, its time taken relative to @t0_ns:
- * "  1.234567  4321  Q  W  2048 + 8 [tag -]" with "[tag N]" when the event
+ * "  1.234567  4321  Q  W  2048 + 8 [tag -]" (RWBS from
+ * td_ctl_op_letters()) with "[tag N]" when the event
  * has a tag, and " err N" after it on a C event whose error is not 0.
  * Return: @buf.
  */

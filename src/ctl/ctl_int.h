@@ -74,6 +74,7 @@ struct td_ctl_conn {
 
 struct td_ctl {
 	const char *socket;
+	const char *socket_origin; /* where socket came from, for messages: "given with -s", ... */
 	int timeout_ms;
 	bool json;
 	bool stdout_tty;
@@ -83,12 +84,16 @@ struct td_ctl {
 	double trace_wait_s;   /* trace: stop after this long; 0: not given */
 	unsigned long trace_buffer_kib; /* trace -b: KiB per buffer; 0: the daemon's default */
 	unsigned long trace_buffers;	/* trace -n: buffers per thread; 0: the daemon's default */
+	/* A command this tagdiskctl does not know: the known ones near it, for the refusal. */
+	char near[160];
 	struct td_ctl_conn conn;
 };
 
 struct td_ctl_command {
 	const char *name;
-	const char *usage;
+	const char *usage;   /* the syntax tagdiskctl accepts, after "tagdiskctl [OPTIONS]" */
+	const char *help;    /* what it does, one line */
+	const char *details; /* optional: what COMMAND --help adds, lines ending in '\n' */
 	unsigned int min_args;
 	unsigned int max_args;
 	bool repeats; /* takes -i and -n */
@@ -110,6 +115,8 @@ bool td_ctl_parse_seconds(const char *s, double *out) td_nonnull(1, 2);
 bool td_ctl_parse_count(const char *s, unsigned long *out) td_nonnull(1, 2);
 /* One round trip: send the command line made of @argv, print the reply. */
 int td_ctl_run_simple(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
+/* help: every command once, in the syntax tagdiskctl accepts; the daemon's only if connected. */
+int td_ctl_run_help(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
 
 /* ---- conn.c ----------------------------------------------------------------------------- */
 
@@ -132,8 +139,14 @@ void td_ctl_timespec_add(struct timespec *ts, double seconds) td_nonnull(1);
  */
 int td_ctl_flush_stdout(void);
 
-/* Connect to @path. Return: TD_CTL_OK, or TD_CTL_CONNECT after saying why. */
-int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms) td_nonnull(1, 2);
+/*
+ * Connect to @path. Return: TD_CTL_OK; TD_CTL_CONNECT when nothing accepts
+ * there, TD_CTL_USAGE when @path names something that is not a socket (a
+ * file, a directory), each with one line saying why in @why (no newline,
+ * nothing printed).
+ */
+int td_ctl_conn_open(struct td_ctl_conn *c, const char *path, int timeout_ms, char *why,
+		     size_t whylen) td_nonnull(1, 2, 4);
 void td_ctl_conn_close(struct td_ctl_conn *c) td_nonnull(1);
 /*
  * Read the next line; @timeout_ms < 0 waits for ever. On TD_CTL_READ_LINE,
@@ -175,7 +188,6 @@ const char *td_ctl_get_num(struct json_object *r, const char *path, char *buf, s
 	td_nonnull(2, 3);
 
 /* The printers of one-shot replies, for struct td_ctl_command.print. */
-void td_ctl_print_help(struct json_object *r);
 void td_ctl_print_status(struct json_object *r);
 void td_ctl_print_stats(struct json_object *r);
 void td_ctl_print_tags(struct json_object *r);

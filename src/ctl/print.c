@@ -101,76 +101,79 @@ static void kv_add(struct td_ctl_table *t, const char *key, const char *value)
 
 /* ---- printers -------------------------------------------------------------------------- */
 
-void td_ctl_print_help(struct json_object *r)
-{
-	/* Commands the client builds from others; the daemon does not know them. */
-	static const char *const local[][2] = {
-		{ "iostat [INTERVAL [COUNT]]", "iostat -x style rates from stats (tagdiskctl)" },
-		{ "top [-i SECONDS] [-n COUNT]", "refresh status every SECONDS (tagdiskctl)" },
-		{ "trace [-w SECONDS] [--blktrace FILE]",
-		  "stop after SECONDS; write FILE for blkparse and btt (tagdiskctl)" },
-	};
-	struct json_object *cmds = td_jsonc_get(r, "/commands");
-	size_t n = arr_len(cmds);
-	const size_t max_width = 32;
-	size_t width = 0;
-	size_t i;
-
-	for (i = 0; i < n + TD_ARRAY_SIZE(local); i++) {
-		const char *usage = i < n ? td_ctl_get_str(arr_get(cmds, i), "/usage")
-					  : local[i - n][0];
-		size_t w = strlen(usage);
-
-		if (w <= max_width)
-			width = TD_MAX(width, w);
-	}
-	for (i = 0; i < n + TD_ARRAY_SIZE(local); i++) {
-		struct json_object *c = arr_get(cmds, i);
-		const char *usage = i < n ? td_ctl_get_str(c, "/usage") : local[i - n][0];
-		const char *help = i < n ? td_ctl_get_str(c, "/help") : local[i - n][1];
-
-		/* A usage too long to align with the others gets its own line. */
-		if (strlen(usage) > width)
-			printf("  %s\n  %-*s  %s\n", usage, (int)width, "", help);
-		else
-			printf("  %-*s  %s\n", (int)width, usage, help);
-	}
-}
-
 /*
- * The FUSE transport: "uring, 2 rings x 64 entries (requests 812 / 95), 0
- * ring helpers, 16 threads" or "classic, 16 threads"; a daemon that does not
- * say: "-".
+ * The FUSE transport, for the fuse line: "classic, 16 threads on /dev/fuse"
+ * or "uring, 2 threads on /dev/fuse" (INIT, interrupts, forgets); "-" from a
+ * daemon that does not say.
  */
 static void status_fuse(struct json_object *r, char *line, size_t len)
 {
-	struct json_object *rings = td_jsonc_get(r, "/uring_requests");
-	const char *transport = td_ctl_get_str(r, "/transport");
 	char a[TD_CTL_FMT_LEN];
-	size_t n = arr_len(rings);
-	int off;
 
 	if (!td_jsonc_get(r, "/transport")) {
 		snprintf(line, len, "-");
 		return;
 	}
-	off = snprintf(line, len, "%s", transport);
-	if (n) {
-		off += snprintf(line + off, len - (size_t)off, ", %zu ring%s x %s entries (requests",
-				n, n == 1 ? "" : "s",
-				td_ctl_get_num(r, "/uring_entries", a, sizeof(a)));
-		for (size_t i = 0; i < n && (size_t)off < len; i++)
-			off += snprintf(line + off, len - (size_t)off, "%s%s", i ? " / " : " ",
-					num_text(arr_get(rings, i), a, sizeof(a)));
-		if ((size_t)off < len)
-			off += snprintf(line + off, len - (size_t)off, ")");
-		if ((size_t)off < len && td_jsonc_get(r, "/uring_helpers"))
-			off += snprintf(line + off, len - (size_t)off, ", %s ring helpers",
-					td_ctl_get_num(r, "/uring_helpers", a, sizeof(a)));
+	snprintf(line, len, "%s, %s threads on /dev/fuse", td_ctl_get_str(r, "/transport"),
+		 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+}
+
+/*
+ * FUSE over io_uring, two lines: the rings ("2 queues (one per CPU) x 64
+ * entries, 1 helper ring (for requests >= 64 KiB)") and the requests
+ * each queue received ("7 on queue 0, 334 on queue 1"; with more than four
+ * queues their sum, least and most). Nothing with another transport.
+ */
+static void status_uring(struct json_object *r, struct td_ctl_table *t)
+{
+	struct json_object *rings = td_jsonc_get(r, "/uring_requests");
+	size_t n = arr_len(rings);
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+	char line[512];
+	uint64_t helpers = td_ctl_get_u64(r, "/uring_helpers");
+	int off;
+
+	if (!n)
+		return;
+	off = snprintf(line, sizeof(line), "%zu queue%s (one per CPU) x %s entries", n,
+		       n == 1 ? "" : "s", td_ctl_get_num(r, "/uring_entries", a, sizeof(a)));
+	if (td_jsonc_get(r, "/uring_helpers"))
+		snprintf(line + off, sizeof(line) - (size_t)off,
+			 ", %llu helper ring%s (for requests >= 64 KiB)",
+			 (unsigned long long)helpers, helpers == 1 ? "" : "s");
+	kv_add(t, "uring", line);
+	off = 0;
+	if (n <= 4) {
+		for (size_t i = 0; i < n && (size_t)off < sizeof(line); i++)
+			off += snprintf(line + off, sizeof(line) - (size_t)off, "%s%s on queue %zu",
+					i ? ", " : "", num_text(arr_get(rings, i), a, sizeof(a)),
+					i);
+	} else {
+		uint64_t sum = 0, lo = UINT64_MAX, hi = 0;
+		size_t lo_q = 0, hi_q = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = td_jsonc_as_u64(arr_get(rings, i), 0);
+
+			sum += v;
+			if (v < lo) {
+				lo = v;
+				lo_q = i;
+			}
+			if (v > hi) {
+				hi = v;
+				hi_q = i;
+			}
+		}
+		snprintf(a, sizeof(a), "%llu", (unsigned long long)lo);
+		snprintf(b, sizeof(b), "%llu", (unsigned long long)hi);
+		off = snprintf(line, sizeof(line), "%llu in all; least %s (queue %zu), most %s "
+						  "(queue %zu)",
+			       (unsigned long long)sum, a, lo_q, b, hi_q);
 	}
-	if ((size_t)off < len)
-		snprintf(line + off, len - (size_t)off, ", %s threads",
-			 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+	if ((size_t)off < sizeof(line))
+		snprintf(line + off, sizeof(line) - (size_t)off, " (received since start)");
+	kv_add(t, "uring reqs", line);
 }
 
 void td_ctl_print_status(struct json_object *r)
@@ -248,6 +251,7 @@ void td_ctl_print_status(struct json_object *r)
 	kv_add(t, "drive", line);
 	status_fuse(r, line, sizeof(line));
 	kv_add(t, "fuse", line);
+	status_uring(r, t);
 	/* A daemon older than the takeover says nothing. */
 	if (td_jsonc_get(r, "/recovery")) {
 		if (!td_jsonc_as_bool(td_jsonc_get(r, "/recovery"), false))
@@ -323,22 +327,90 @@ static void stats_cache(struct json_object *r)
 	table_print(t, "  ");
 }
 
+/* The latency keys of `stats`, and their column titles ("~": read from the histogram). */
+static const char *const stats_latency[][2] = {
+	{ "/mean", "MEAN" }, { "/p50", "~P50" },     { "/p90", "~P90" },
+	{ "/p99", "~P99" },  { "/p999", "~P99.9" }, { "/max", "MAX" },
+};
+
+/*
+ * The unit of the latency table, from its largest value (in us): us up to
+ * 9999 us, ms up to 9999 ms, else s. Return: its name; *@per_us how many
+ * microseconds one of it is.
+ */
+static const char *latency_unit(struct json_object *r, double *per_us)
+{
+	uint64_t top = 0;
+	char path[64];
+
+	for (size_t i = 0; i < TD_ARRAY_SIZE(stats_ops); i++) {
+		for (size_t k = 0; k < TD_ARRAY_SIZE(stats_latency); k++) {
+			snprintf(path, sizeof(path), "/latency/%s%s", stats_ops[i][0],
+				 stats_latency[k][0]);
+			top = TD_MAX(top, td_ctl_get_u64(r, path));
+		}
+	}
+	*per_us = top < 10000 ? 1 : top < 10000000 ? 1e3 : 1e6;
+	return top < 10000 ? "us" : top < 10000000 ? "ms" : "s";
+}
+
+/*
+ * `stats` prints two tables: per operation its count, bytes and merges;
+ * then its latencies, in one unit named in the table's first title. The
+ * percentiles come from a log-scale histogram (marked ~); MEAN and MAX are
+ * exact.
+ */
+static void stats_latency_table(struct json_object *r)
+{
+	struct td_ctl_column cols[1 + TD_ARRAY_SIZE(stats_latency)];
+	char title[32];
+	double per_us;
+	const char *unit = latency_unit(r, &per_us);
+	struct td_ctl_table *t;
+	char path[64];
+
+	snprintf(title, sizeof(title), "LATENCY(%s)", unit);
+	cols[0] = (struct td_ctl_column){ title, TD_CTL_LEFT };
+	for (size_t k = 0; k < TD_ARRAY_SIZE(stats_latency); k++)
+		cols[k + 1] = (struct td_ctl_column){ stats_latency[k][1], TD_CTL_RIGHT };
+	t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
+	for (size_t i = 0; t && i < TD_ARRAY_SIZE(stats_ops); i++) {
+		struct json_object *lat;
+
+		snprintf(path, sizeof(path), "/latency/%s", stats_ops[i][0]);
+		lat = td_jsonc_get(r, path);
+		td_ctl_table_add(t, "%s", stats_ops[i][0]);
+		for (size_t k = 0; k < TD_ARRAY_SIZE(stats_latency); k++) {
+			struct json_object *v = td_jsonc_get(lat, stats_latency[k][0]);
+			double x = (double)td_jsonc_as_u64(v, 0) / per_us;
+
+			/* With no I/O of this kind, a latency of 0 would be a lie. */
+			if (!v || !td_ctl_get_u64(lat, "/count"))
+				td_ctl_table_add(t, "-");
+			else if (per_us == 1)
+				td_ctl_table_add(t, "%.0f", x);
+			else
+				td_ctl_table_add(t, "%.3f", x);
+		}
+	}
+	table_print(t, "");
+	printf("~ from a log histogram: within 1/16 of the true value; MEAN, MAX exact\n");
+}
+
 void td_ctl_print_stats(struct json_object *r)
 {
 	static const struct td_ctl_column cols[] = {
-	    {"OP", TD_CTL_LEFT},      {"COUNT", TD_CTL_RIGHT}, {"BYTES", TD_CTL_RIGHT},
-	    {"MERGES", TD_CTL_RIGHT}, {"MEAN", TD_CTL_RIGHT},  {"P50", TD_CTL_RIGHT},
-	    {"P90", TD_CTL_RIGHT},    {"P99", TD_CTL_RIGHT},   {"P999", TD_CTL_RIGHT},
+		{ "OP", TD_CTL_LEFT },
+		{ "COUNT", TD_CTL_RIGHT },
+		{ "BYTES", TD_CTL_RIGHT },
+		{ "MERGES", TD_CTL_RIGHT },
 	};
-	static const char *const pcts[] = { "/mean", "/p50", "/p90", "/p99", "/p999" };
 	struct td_ctl_table *t = td_ctl_table_create(cols, TD_ARRAY_SIZE(cols));
 	char a[TD_CTL_FMT_LEN];
-	char path[64];
-	size_t i, k;
+	size_t i;
 
 	for (i = 0; t && i < TD_ARRAY_SIZE(stats_ops); i++) {
 		const char *const *op = stats_ops[i];
-		struct json_object *lat;
 
 		td_ctl_table_add(t, "%s", op[0]);
 		td_ctl_table_add(t, "%s", td_ctl_get_num(r, op[1], a, sizeof(a)));
@@ -347,20 +419,10 @@ void td_ctl_print_stats(struct json_object *r)
 				     ? td_ctl_fmt_size(td_ctl_get_u64(r, op[2]), a, sizeof(a))
 				     : "-");
 		td_ctl_table_add(t, "%s", op[3] ? td_ctl_get_num(r, op[3], a, sizeof(a)) : "-");
-		snprintf(path, sizeof(path), "/latency/%s", op[0]);
-		lat = td_jsonc_get(r, path);
-		for (k = 0; k < TD_ARRAY_SIZE(pcts); k++) {
-			struct json_object *v = td_jsonc_get(lat, pcts[k]);
-			uint64_t us = td_jsonc_as_u64(v, 0);
-
-			/* With no I/O of this kind, a percentile of 0 would be a lie. */
-			if (!v || !td_ctl_get_u64(lat, "/count"))
-				td_ctl_table_add(t, "-");
-			else
-				td_ctl_table_add(t, "%s", td_ctl_fmt_latency(us, a, sizeof(a)));
-		}
 	}
 	table_print(t, "");
+	printf("\n");
+	stats_latency_table(r);
 
 	printf("\nqueue\n");
 	t = kv_table();
@@ -611,8 +673,8 @@ void td_ctl_print_iostat_json(const struct td_ctl_iostat *io, uint64_t tags)
 	ok &= td_jsonc_add_double(o, "interval_s", io->interval_s);
 	ok &= td_jsonc_add_double(o, "r_s", io->r_s);
 	ok &= td_jsonc_add_double(o, "w_s", io->w_s);
-	ok &= td_jsonc_add_double(o, "rkB_s", io->rkb_s);
-	ok &= td_jsonc_add_double(o, "wkB_s", io->wkb_s);
+	ok &= td_jsonc_add_double(o, "rKiB_s", io->rkib_s);
+	ok &= td_jsonc_add_double(o, "wKiB_s", io->wkib_s);
 	ok &= td_jsonc_add_double(o, "rrqm_s", io->rrqm_s);
 	ok &= td_jsonc_add_double(o, "wrqm_s", io->wrqm_s);
 	ok &= td_jsonc_add_double(o, "r_await_ms", io->r_await_ms);
@@ -631,12 +693,13 @@ void td_ctl_print_iostat_json(const struct td_ctl_iostat *io, uint64_t tags)
 
 void td_ctl_print_iostat_row(const struct td_ctl_iostat *io, uint64_t tags, bool header)
 {
+	/* Column titles as iostat -x, with the units its names leave out (KiB, ms). */
 	if (header)
-		printf("%8s %8s %9s %9s %8s %8s %8s %8s %7s %5s %7s\n", "r/s", "w/s", "rkB/s",
-		       "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await", "aqu-sz", "tags",
+		printf("%8s %8s %9s %9s %8s %8s %11s %11s %7s %5s %7s\n", "r/s", "w/s", "rKiB/s",
+		       "wKiB/s", "rrqm/s", "wrqm/s", "r_await(ms)", "w_await(ms)", "aqu-sz", "tags",
 		       "%util");
-	printf("%8.2f %8.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %7.2f %5llu %7.2f\n", io->r_s,
-	       io->w_s, io->rkb_s, io->wkb_s, io->rrqm_s, io->wrqm_s, io->r_await_ms,
+	printf("%8.2f %8.2f %9.2f %9.2f %8.2f %8.2f %11.2f %11.2f %7.2f %5llu %7.2f\n", io->r_s,
+	       io->w_s, io->rkib_s, io->wkib_s, io->rrqm_s, io->wrqm_s, io->r_await_ms,
 	       io->w_await_ms, io->aqu_sz, (unsigned long long)tags, io->util_pct);
 }
 

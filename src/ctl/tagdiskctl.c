@@ -18,9 +18,16 @@
  * option here that is not one, a newline that would smuggle in a second
  * command); the daemon judges the values.
  *
+ * Help needs no daemon: COMMAND -h|--help and help COMMAND print the
+ * command's usage and details from the table below; help lists the table,
+ * then the commands only the daemon's help names. An unknown command gets
+ * the commands near it (common/suggest.h); with no daemon to ask, it is a
+ * usage error rather than a connection failure.
+ *
  * SIGPIPE is ignored; a closed stdout then shows as EPIPE, which ends the
  * program quietly with status 0 (`tagdiskctl trace | head`).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -30,10 +37,15 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/jsonc.h"
+#include "common/suggest.h"
+#include "ctl/ctl_format.h"
 #include "ctl/ctl_int.h"
 
 /* Longest -t or -i accepted, in seconds: timeouts are kept as an int of milliseconds. */
 #define SECONDS_MAX 2000000.0
+
+#define EXIT_STATUS_TEXT                                                                           \
+	"Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the daemon.\n"
 
 static void usage_hint(void)
 {
@@ -117,33 +129,88 @@ static const struct option trace_options[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+/* What trace --help and --help say of trace's options, and the letters it prints. */
+#define TRACE_OPTIONS                                                                              \
+	"  -o, --blktrace, --output FILE\n"                                                        \
+	"                          write the events as blktrace binary records to FILE\n"          \
+	"                          (\"-\": stdout) instead of printing them. blkparse\n"           \
+	"                          reads only files named NAME.blktrace.CPU: name FILE\n"          \
+	"                          NAME.blktrace.0 and run `blkparse -i NAME`, or pipe\n"          \
+	"                          `-o -` into `blkparse -i -`. For btt, dump first:\n"            \
+	"                          `blkparse -i NAME -d NAME.bin` then `btt -i NAME.bin`.\n"       \
+	"                          The disk shows as device 259,0\n"                               \
+	"  -w, --stopwatch SECONDS stop tracing after SECONDS (also Ctrl-C or SIGTERM;\n"          \
+	"                          the file is complete either way)\n"                             \
+	"  -b, --buffer-size KIB   the daemon buffers events in COUNT buffers of KIB KiB\n"        \
+	"  -n, --num-sub-buffers COUNT\n"                                                          \
+	"                          per emitting thread, like blktrace -b and -n\n"                 \
+	"                          (default 512 and 4 with -o, else 64 and 2; at most\n"           \
+	"                          65536 KiB in all)\n"                                            \
+	"With -o, events the daemon lost are counted in the file (blkparse: a\n"                   \
+	"message and Skips) and on stderr, and the exit status is 1.\n"
+
+#define REPEAT_OPTIONS                                                                             \
+	"  -i, --interval SECONDS  repeat every SECONDS (default 1)\n"                             \
+	"  -n, --count COUNT       stop after COUNT reports (default: until Ctrl-C)\n"
+
 static const struct td_ctl_command commands[] = {
-	{ .name = "help", .usage = "help", .run = td_ctl_run_simple, .print = td_ctl_print_help },
+	{ .name = "help", .usage = "help [COMMAND]", .max_args = 1,
+	  .help = "list the commands, or show one's usage",
+	  .details = "Lists the commands of tagdiskctl and of the daemon, each once. Without a\n"
+		     "daemon to ask, tagdiskctl's own list (and a note on stderr).\n",
+	  .run = td_ctl_run_help },
 	{ .name = "status", .usage = "status [-i SECONDS] [-n COUNT]", .repeats = true,
-	  .run = td_ctl_run_status, .print = td_ctl_print_status },
+	  .help = "the disk at a glance (-i: again every SECONDS)",
+	  .details = REPEAT_OPTIONS, .run = td_ctl_run_status, .print = td_ctl_print_status },
 	{ .name = "stats", .usage = "stats [-i SECONDS] [-n COUNT]", .repeats = true,
-	  .run = td_ctl_run_stats, .print = td_ctl_print_stats },
-	{ .name = "tags", .usage = "tags", .run = td_ctl_run_simple, .print = td_ctl_print_tags },
-	{ .name = "reset", .usage = "reset", .run = td_ctl_run_simple,
-	  .print = td_ctl_print_reset },
-	{ .name = "elevator", .usage = "elevator [NAME]", .max_args = 1, .run = td_ctl_run_simple,
-	  .print = td_ctl_print_elevator },
-	{ .name = "depth", .usage = "depth [N]", .max_args = 1, .run = td_ctl_run_simple,
-	  .print = td_ctl_print_depth },
+	  .help = "counters, latencies (-i: rates per interval)",
+	  .details = REPEAT_OPTIONS, .run = td_ctl_run_stats, .print = td_ctl_print_stats },
+	{ .name = "tags", .usage = "tags", .help = "the outstanding tagged commands, oldest first",
+	  .run = td_ctl_run_simple, .print = td_ctl_print_tags },
+	{ .name = "reset", .usage = "reset",
+	  .help = "invalidate every tag and requeue its request",
+	  .run = td_ctl_run_simple, .print = td_ctl_print_reset },
+	{ .name = "elevator", .usage = "elevator [NAME]", .max_args = 1,
+	  .help = "show the elevator, or drain and switch to NAME",
+	  .run = td_ctl_run_simple, .print = td_ctl_print_elevator },
+	{ .name = "depth", .usage = "depth [N]", .max_args = 1,
+	  .help = "show the tag depth, or resize the tag map",
+	  .run = td_ctl_run_simple, .print = td_ctl_print_depth },
 	{ .name = "inject",
 	  .usage = "inject error op=read|write|any sector=S count=N [times=K] | every N | "
 		   "hang [times=K] | latency US | seed N | clear | list",
+	  .help = "arm, clear or list faults of the drive",
+	  .details = "  error op=read|write|any sector=S count=N [times=K]\n"
+		     "                 fail with EIO the next K commands of that kind (every one\n"
+		     "                 without times) overlapping the N sectors from S; write\n"
+		     "                 covers discard and write zeroes\n"
+		     "  every N        fail each command with probability 1/N (seeded: repeatable)\n"
+		     "  hang [times=K] the drive holds the next K commands (default 1); mode rq\n"
+		     "  latency US     delay every command by US microseconds (0 to 60000000)\n"
+		     "  seed N         seed the generator\n"
+		     "  clear          disarm everything\n"
+		     "  list           show the rules, what fired, and the seed\n",
 	  .min_args = 1, .max_args = 5, .run = td_ctl_run_simple, .print = td_ctl_print_inject },
 	{ .name = "powerfail", .usage = "powerfail [keep=PCT] [seed=N]", .max_args = 2,
+	  .help = "drop unflushed writes (write_cache = volatile)",
 	  .run = td_ctl_run_simple, .print = td_ctl_print_powerfail },
 	{ .name = "trace", .usage = "trace [-w SECONDS] [-o FILE] [-b KIB] [-n COUNT]",
-	  .shortopts = "+:o:w:b:n:", .longopts = trace_options,
-	  .run = td_ctl_run_trace },
+	  .help = "live block-layer events (-o: for blkparse)",
+	  .details = TRACE_OPTIONS "\n" TD_CTL_TRACE_LEGEND,
+	  .shortopts = "+:o:w:b:n:", .longopts = trace_options, .run = td_ctl_run_trace },
 	{ .name = "iostat", .usage = "iostat [INTERVAL [COUNT]]", .max_args = 2,
+	  .help = "iostat -x style rows, once or every INTERVAL",
+	  .details = TD_CTL_IOSTAT_LEGEND,
 	  .check = td_ctl_check_iostat, .run = td_ctl_run_iostat },
 	{ .name = "top", .usage = "top [-i SECONDS] [-n COUNT]", .repeats = true,
-	  .run = td_ctl_run_top },
-	{ .name = "restart", .usage = "restart", .run = td_ctl_run_restart },
+	  .help = "the status, refreshed every SECONDS",
+	  .details = REPEAT_OPTIONS, .run = td_ctl_run_top },
+	{ .name = "restart", .usage = "restart",
+	  .help = "re-execute the daemon in place, keeping the mount; wait for the new one",
+	  .details = "  The daemon drains, writes back and executes its binary again (new code\n"
+		     "  included) with the FUSE connection; prints the new image's pid, version\n"
+		     "  and the requests the kernel resent to it. Refused over FUSE io_uring.\n",
+	  .run = td_ctl_run_restart },
 };
 
 /*
@@ -180,29 +247,21 @@ static void usage(void)
 	for (i = 0; i < TD_ARRAY_SIZE(commands); i++)
 		printf("  %s\n", commands[i].usage);
 	printf("\n"
+	       "'tagdiskctl COMMAND --help' shows what COMMAND does, without the daemon.\n"
 	       "Any other COMMAND is sent to the daemon as it is (a newer daemon may know it).\n");
-	printf("\n"
-	       "Trace options (after the word trace):\n"
-	       "  -o, --blktrace, --output FILE\n"
-	       "                          write the events as blktrace binary records to FILE\n"
-	       "                          (\"-\": stdout) instead of printing them. blkparse\n"
-	       "                          reads only files named NAME.blktrace.CPU: name FILE\n"
-	       "                          NAME.blktrace.0 and run `blkparse -i NAME`, or pipe\n"
-	       "                          `-o -` into `blkparse -i -`. For btt, dump first:\n"
-	       "                          `blkparse -i NAME -d NAME.bin` then `btt -i NAME.bin`.\n"
-	       "                          The disk shows as device 259,0\n"
-	       "  -w, --stopwatch SECONDS stop tracing after SECONDS (also Ctrl-C or SIGTERM;\n"
-	       "                          the file is complete either way)\n"
-	       "  -b, --buffer-size KIB   the daemon buffers events in COUNT buffers of KIB KiB\n"
-	       "  -n, --num-sub-buffers COUNT\n"
-	       "                          per emitting thread, like blktrace -b and -n\n"
-	       "                          (default 512 and 4 with -o, else 64 and 2; at most\n"
-	       "                          65536 KiB in all)\n"
-	       "With -o, events the daemon lost are counted in the file (blkparse: a\n"
-	       "message and Skips) and on stderr, and the exit status is 1.\n");
-	printf("\n"
-	       "Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the "
-	       "daemon.\n");
+	printf("\nTrace options (after the word trace):\n" TRACE_OPTIONS);
+	printf("\n" EXIT_STATUS_TEXT);
+}
+
+/* COMMAND --help (or help COMMAND): its usage and what it does, without the daemon. */
+static void command_usage(const struct td_ctl_command *cmd)
+{
+	printf("Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] %s\n", cmd->usage);
+	if (cmd->help && cmd->help[0])
+		printf("%c%s.\n", toupper((unsigned char)cmd->help[0]), cmd->help + 1);
+	if (cmd->details)
+		printf("\n%s", cmd->details);
+	printf("\n" EXIT_STATUS_TEXT);
 }
 
 enum {
@@ -352,6 +411,85 @@ static const struct td_ctl_command *find_command(const char *name)
 	return &other_command;
 }
 
+/* The commands near @word ("\"stats\" or \"status\"") in @buf. Return: how many. */
+static size_t suggest_command(const char *word, char *buf, size_t len)
+{
+	const char *names[TD_ARRAY_SIZE(commands)];
+	size_t i;
+
+	for (i = 0; i < TD_ARRAY_SIZE(commands); i++)
+		names[i] = commands[i].name;
+	return td_suggest(word, names, TD_ARRAY_SIZE(names), buf, len);
+}
+
+/* "unknown command "WORD"", with the known ones near it, for a message. */
+static void unknown_command(const char *word, char *buf, size_t len)
+{
+	char near[160];
+
+	if (suggest_command(word, near, sizeof(near)))
+		snprintf(buf, len, "unknown command \"%.64s\" (did you mean %s?)", word, near);
+	else
+		snprintf(buf, len, "unknown command \"%.64s\" (try \"tagdiskctl help\")", word);
+}
+
+/* Return: whether @argv[1..@argc) asks for help: a word "-h" or "--help". */
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return true;
+	return false;
+}
+
+/* One line of `help`: USAGE and HELP, aligned to @width; a longer usage on a line of its own. */
+static void help_line(const char *usage, const char *help, size_t width)
+{
+	if (strlen(usage) > width)
+		printf("  %s\n  %-*s  %s\n", usage, (int)width, "", help);
+	else
+		printf("  %-*s  %s\n", (int)width, usage, help);
+}
+
+/*
+ * help: tagdiskctl's commands in the syntax it accepts, each once, then those
+ * only the daemon knows (a newer daemon's), which go to it as they are.
+ * Without a daemon, tagdiskctl's own list and a note on stderr.
+ */
+int td_ctl_run_help(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv)
+{
+	struct json_object *reply = NULL;
+	struct json_object *theirs;
+	const size_t width = 30;
+	size_t i, n;
+	int r = TD_CTL_OK;
+
+	(void)cmd, (void)argc, (void)argv;
+	if (ctl->conn.fd >= 0) {
+		r = td_ctl_call(ctl, "help", true, &reply);
+		if (r || ctl->json) {
+			json_object_put(reply);
+			return r;
+		}
+	}
+	for (i = 0; i < TD_ARRAY_SIZE(commands); i++)
+		help_line(commands[i].usage, commands[i].help ? commands[i].help : "", width);
+	theirs = td_jsonc_get(reply, "/commands");
+	n = json_object_is_type(theirs, json_type_array) ? json_object_array_length(theirs) : 0;
+	for (i = 0; i < n; i++) {
+		struct json_object *c = json_object_array_get_idx(theirs, i);
+		const char *name = td_jsonc_as_str(td_jsonc_get(c, "/name"), "");
+
+		if (find_command(name) != &other_command)
+			continue;
+		help_line(td_jsonc_as_str(td_jsonc_get(c, "/usage"), name),
+			  td_jsonc_as_str(td_jsonc_get(c, "/help"), ""), width);
+	}
+	printf("\n'tagdiskctl COMMAND --help' says more of one.\n");
+	json_object_put(reply);
+	return r;
+}
+
 /*
  * Check what can be checked without the daemon.
  * Return: TD_CTL_OK, or TD_CTL_USAGE after saying why.
@@ -398,6 +536,7 @@ int main(int argc, char **argv)
 {
 	struct td_ctl ctl = { .timeout_ms = TD_CTL_DEFAULT_TIMEOUT_MS };
 	const struct td_ctl_command *cmd;
+	char why[512];
 	const char *env;
 	int cmd_argc;
 	char **cmd_argv;
@@ -411,9 +550,11 @@ int main(int argc, char **argv)
 		usage_hint();
 		return TD_CTL_USAGE;
 	}
+	ctl.socket_origin = "given with -s";
 	if (!ctl.socket) {
 		env = getenv("TAGDISK_SOCKET");
 		ctl.socket = env && *env ? env : TD_CTL_DEFAULT_SOCKET;
+		ctl.socket_origin = env && *env ? "from $TAGDISK_SOCKET" : "the default socket";
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "tagdiskctl: no command given\n");
@@ -423,6 +564,22 @@ int main(int argc, char **argv)
 	cmd_argc = argc - optind;
 	cmd_argv = argv + optind;
 	cmd = find_command(cmd_argv[0]);
+	/* COMMAND --help and help COMMAND need no daemon. */
+	if (cmd != &other_command && wants_help(cmd_argc, cmd_argv)) {
+		command_usage(cmd);
+		return td_ctl_flush_stdout() == TD_CTL_REFUSED ? TD_CTL_REFUSED : TD_CTL_OK;
+	}
+	if (cmd->run == td_ctl_run_help && cmd_argc == 2) {
+		const struct td_ctl_command *about = find_command(cmd_argv[1]);
+
+		if (about == &other_command) {
+			unknown_command(cmd_argv[1], why, sizeof(why));
+			fprintf(stderr, "tagdiskctl: help: %s\n", why);
+			return TD_CTL_USAGE;
+		}
+		command_usage(about);
+		return td_ctl_flush_stdout() == TD_CTL_REFUSED ? TD_CTL_REFUSED : TD_CTL_OK;
+	}
 	if (parse_command_options(&ctl, cmd, &cmd_argc, cmd_argv) ||
 	    check_command(&ctl, cmd, cmd_argc, cmd_argv)) {
 		usage_hint();
@@ -430,9 +587,33 @@ int main(int argc, char **argv)
 	}
 	ctl.stdout_tty = isatty(STDOUT_FILENO);
 
-	r = td_ctl_conn_open(&ctl.conn, ctl.socket, ctl.timeout_ms);
-	if (r)
+	r = td_ctl_conn_open(&ctl.conn, ctl.socket, ctl.timeout_ms, why, sizeof(why));
+	if (r && cmd == &other_command) {
+		/* A typo must not read as a connection failure: the word is the news. */
+		char unknown[256];
+
+		unknown_command(cmd_argv[0], unknown, sizeof(unknown));
+		fprintf(stderr, "tagdiskctl: %s; no daemon to ask whether it knows it: %s\n",
+			unknown, why);
+		return TD_CTL_USAGE;
+	}
+	if (r && cmd->run == td_ctl_run_help && !ctl.json && r == TD_CTL_CONNECT) {
+		fprintf(stderr, "tagdiskctl: %s; tagdiskctl's own commands only:\n", why);
+		r = td_ctl_run_help(&ctl, cmd, cmd_argc, cmd_argv);
+		return r == TD_CTL_OK ? td_ctl_flush_stdout() : r;
+	}
+	if (r == TD_CTL_USAGE) {
+		fprintf(stderr, "tagdiskctl: %s (%s): -s SOCKET names the admin socket of tagdiskd "
+				"(its [admin] socket or --socket)\n",
+			why, ctl.socket_origin);
 		return r;
+	}
+	if (r) {
+		fprintf(stderr, "tagdiskctl: %s\n", why);
+		return r;
+	}
+	if (cmd == &other_command)
+		suggest_command(cmd_argv[0], ctl.near, sizeof(ctl.near));
 	r = cmd->run(&ctl, cmd, cmd_argc, cmd_argv);
 	td_ctl_conn_close(&ctl.conn);
 	if (r == TD_CTL_OK)

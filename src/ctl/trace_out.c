@@ -3,10 +3,10 @@
  * trace_out.c - tagdiskctl's `trace` (ctl_int.h): after the daemon's ok, the
  * connection carries one JSON event per line (docs/protocol.md, "trace")
  * until the daemon or the user ends it, or -w SECONDS pass. Each event is
- * printed as a blktrace-style line (ctl_format.c), or passed through as
- * received with --json. With --blktrace FILE the daemon sends blktrace
- * records instead (`trace blktrace`), which are copied to FILE for blkparse
- * and btt.
+ * printed as a blktrace-style line (ctl_format.c), the legend of its
+ * letters first on a terminal, or passed through as received with --json.
+ * With --blktrace FILE the daemon sends blktrace records instead (`trace
+ * blktrace`), which are copied to FILE for blkparse and btt.
  *
  * A closed stdout ends the stream quietly with status 0 (`tagdiskctl trace |
  * head`): the connection's watch_fd is stdout, so a reader that went away is
@@ -309,6 +309,19 @@ static int trace_stream(struct td_ctl *ctl, int64_t deadline_ms)
 	}
 }
 
+/* TD_CTL_TRACE_LEGEND, each line behind "# ". */
+static void trace_legend(void)
+{
+	const char *p = TD_CTL_TRACE_LEGEND;
+
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		printf("# %.*s\n", (int)n, p);
+		p += n + (p[n] == '\n');
+	}
+}
+
 int td_ctl_run_trace(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv)
 {
 	struct trace_file tf = { 0 };
@@ -336,6 +349,9 @@ int td_ctl_run_trace(struct td_ctl *ctl, const struct td_ctl_command *cmd, int a
 	if (r)
 		goto out_close_file;
 	json_object_put(reply);
+	/* A person at a terminal gets the legend of the letters first; a pipe gets events only. */
+	if (!tf.f && !ctl->json && ctl->stdout_tty)
+		trace_legend();
 	if (!tf.f) {
 		r = td_ctl_flush_stdout();
 		if (r)

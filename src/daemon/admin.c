@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common/blktrace_writer.h"
 #include "common/clock.h"
@@ -618,6 +619,55 @@ out:
 	return NULL;
 }
 
+/*
+ * The default directory for root, /run/tagdisk, may be missing (systemd's
+ * RuntimeDirectory makes it for the unit): make it, say so, and remove it
+ * again on exit. The config checked that only this one level is missing.
+ */
+static int make_socket_dir(struct td_admin *a, char *err, size_t errlen)
+{
+	char *dir = strdup(a->socket_path);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	int ret = 0;
+
+	if (!dir) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) == 0) {
+			a->made_dir = dir;
+			dir = NULL;
+			td_notice("admin: created the socket directory \"%s\" (removed again on exit)",
+				  a->made_dir);
+		} else if (errno != EEXIST) {
+			ret = -errno;
+			snprintf(err, errlen, "admin socket directory \"%s\": %s", dir,
+				 strerror(errno));
+		}
+	}
+	free(dir);
+	return ret;
+}
+
+/* The directory made for the socket, if it is empty now (another daemon's socket may be there). */
+static void remove_made_dir(struct td_admin *a)
+{
+	if (!a->made_dir)
+		return;
+	if (rmdir(a->made_dir) == 0)
+		td_info("admin: removed the socket directory \"%s\"", a->made_dir);
+	free(a->made_dir);
+	a->made_dir = NULL;
+}
+
+void td_admin_remove_socket(struct td_admin *a)
+{
+	td_admin_socket_remove(&a->sock, a->socket_path);
+	remove_made_dir(a);
+}
+
 /* ---- API -------------------------------------------------------------------------------- */
 
 int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char *err,
@@ -647,10 +697,15 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 		snprintf(err, errlen, "admin: pipe: %s", strerror(errno));
 		goto out_free;
 	}
-	ret = td_admin_socket_open(&a->sock, a->socket_path, p->socket_mode, p->socket_gid, err,
-				   errlen);
+	ret = make_socket_dir(a, err, errlen);
 	if (ret)
 		goto out_close_pipe;
+	ret = td_admin_socket_open(&a->sock, a->socket_path, p->socket_mode, p->socket_gid, err,
+				   errlen);
+	if (ret) {
+		remove_made_dir(a);
+		goto out_close_pipe;
+	}
 	td_admin_sample(a);
 	ret = -pthread_create(&a->thread, NULL, admin_main, a);
 	if (ret) {
@@ -662,7 +717,7 @@ int td_admin_create(struct td_admin **out, const struct td_admin_params *p, char
 
 out_close_socket:
 	close(a->sock.fd);
-	td_admin_socket_remove(&a->sock, a->socket_path);
+	td_admin_remove_socket(a);
 out_close_pipe:
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
@@ -704,7 +759,7 @@ void td_admin_destroy(struct td_admin *a)
 	(void)n;
 	pthread_join(a->thread, NULL);
 	close(a->sock.fd);
-	td_admin_socket_remove(&a->sock, a->socket_path);
+	td_admin_remove_socket(a);
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 	pthread_mutex_destroy(&a->fe_lock);

@@ -23,6 +23,9 @@
  * The socket gets its mode and group before it appears at its path, and no
  * path is followed to give them (admin_socket.c). The socket is removed when
  * the admin stops, if the path still names it.
+ * A missing directory of the socket (one level: /run/tagdisk when nothing
+ * made it) is created, logged, and removed again, if empty, with the socket
+ * when the admin stops.
  *
  * `trace` turns a connection into an event stream (tagdisk/trace.h); the
  * poll loop drains its ring every few milliseconds.
@@ -93,7 +96,13 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 void td_admin_set_takeover(struct td_admin *a, bool recovery, bool fd_store, uint64_t takeovers,
 			   uint64_t resent) td_nonnull(1);
 
-/* Stop the thread, close every connection, remove the socket, free. */
+/* Stop the thread, close every connection, remove the socket (and its directory if made), free. */
 void td_admin_destroy(struct td_admin *a) td_nonnull(1);
+
+/*
+ * Remove the socket and a directory made for it, leaving the thread be: for
+ * a daemon that exits without stopping the admin (a second SIGTERM).
+ */
+void td_admin_remove_socket(struct td_admin *a) td_nonnull(1);
 
 #endif /* TAGDISK_ADMIN_H */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/suggest.h"
 #include "common/utf8.h"
 #include "daemon/admin_int.h"
 #include "daemon/config.h"
@@ -106,7 +107,17 @@ int td_admin_parse(const char *line, size_t len, struct td_admin_request *req, c
 		}
 	}
 	if (!req->cmd) {
-		snprintf(err, errlen, "unknown command \"%.64s\" (try \"help\")", name);
+		const char *names[32];
+		char near[160];
+		size_t n = TD_MIN(td_admin_nr_commands, TD_ARRAY_SIZE(names));
+
+		for (size_t i = 0; i < n; i++)
+			names[i] = td_admin_commands[i].name;
+		if (td_suggest(name, names, n, near, sizeof(near)))
+			snprintf(err, errlen, "unknown command \"%.64s\" (did you mean %s?)", name,
+				 near);
+		else
+			snprintf(err, errlen, "unknown command \"%.64s\" (try \"help\")", name);
 		return -EINVAL;
 	}
 	if (req->argc < req->cmd->min_args || req->argc > req->cmd->max_args) {

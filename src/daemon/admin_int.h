@@ -68,6 +68,7 @@ struct td_admin {
 	char *image;
 	uint64_t start_ns;
 	struct td_admin_socket sock;
+	char *made_dir; /* the socket's directory when we made it (removed again), or NULL */
 	int wake_pipe[2]; /* td_admin_destroy() writes here to stop the thread */
 	pthread_t thread;
 

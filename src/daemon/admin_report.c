@@ -232,11 +232,12 @@ static void latency_object(struct td_admin_reply *out, struct json_object *paren
 	l = td_admin_put_object(out, parent, name);
 	td_admin_put_u64(out, l, "count", s->ios[op]);
 	td_admin_put_u64(out, l, "mean", s->ios[op] ? s->ticks_ns[op] / s->ios[op] / 1000 : 0);
-	td_admin_put_u64(out, l, "p50", td_stats_percentile(h, 0.50) / 1000);
-	td_admin_put_u64(out, l, "p90", td_stats_percentile(h, 0.90) / 1000);
-	td_admin_put_u64(out, l, "p99", td_stats_percentile(h, 0.99) / 1000);
-	td_admin_put_u64(out, l, "p999", td_stats_percentile(h, 0.999) / 1000);
+	td_admin_put_u64(out, l, "p50", td_stats_percentile_max(h, 0.50, s->max_ns[op]) / 1000);
+	td_admin_put_u64(out, l, "p90", td_stats_percentile_max(h, 0.90, s->max_ns[op]) / 1000);
+	td_admin_put_u64(out, l, "p99", td_stats_percentile_max(h, 0.99, s->max_ns[op]) / 1000);
+	td_admin_put_u64(out, l, "p999", td_stats_percentile_max(h, 0.999, s->max_ns[op]) / 1000);
 	td_admin_put_u64(out, l, "max_bucket", max_bucket / 1000);
+	td_admin_put_u64(out, l, "max", s->max_ns[op] / 1000);
 }
 
 void td_admin_cmd_stats(struct td_admin *a, const struct td_admin_request *req,

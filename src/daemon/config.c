@@ -82,10 +82,13 @@ int td_config_build(struct td_config *c, const struct td_cmdline *cl, char *err,
 		const struct td_cfg_where w = {.option = o->option};
 		enum td_cfg_key id = td_cfg_find_key(o->section, o->key);
 
+		unsigned int file_line = n.origin[id].line;
+
 		assert(id < NR_KEYS);
 		ret = td_cfg_set_value(&n, id, o->value, &w, err, errlen);
 		if (ret)
 			goto out_free_new;
+		n.origin[id].overridden_line = file_line;
 	}
 	n.foreground = cl->foreground;
 	n.verbose = cl->verbose;

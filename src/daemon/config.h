@@ -100,6 +100,8 @@ enum td_config_backend {
 struct td_config_origin {
 	const char *option; /* "--depth" (static), or NULL */
 	unsigned int line;  /* 1-based line in origin_file, or 0 */
+	/* With an option: the line of origin_file whose value it replaced, or 0. */
+	unsigned int overridden_line;
 };
 
 /*
@@ -345,8 +347,11 @@ int td_config_resolve(struct td_config *c, char *err, size_t errlen) td_nonnull(
  * image is a regular file whose size is a nonzero multiple of
  * logical_block_size and equals size when size is set, and a missing image
  * has a size and an existing directory (a network backend's image is
- * checked when the daemon opens it); socket_group exists; the socket path fits a sockaddr_un. Fills
- * socket_gid. Creates, opens for writing or changes nothing outside @c.
+ * checked when the daemon opens it); socket_group exists; the socket path
+ * fits a sockaddr_un, its directory exists (or only it is missing: the
+ * daemon makes it) and is writable, and nothing but a stale socket is at the
+ * path (a listener there: the message says what to add). Fills socket_gid.
+ * Creates, opens for writing or changes nothing outside @c.
  * Return: 0; -EINVAL with one message in @err; -ENOMEM.
  */
 int td_config_validate(struct td_config *c, char *err, size_t errlen) td_nonnull(1);

@@ -3,8 +3,8 @@
  * config_check.c - the checks a whole config must pass before the daemon
  * uses it: between keys (td_config_check), paths made absolute and the
  * default socket filled (td_config_resolve), then against the system: the
- * mountpoint, the image, the socket's group and path length
- * (td_config_validate).
+ * mountpoint, the image, the socket's group, path, directory and whether
+ * another daemon holds it (td_config_validate).
  *
  * Nothing here creates, opens for writing or changes a file. A message names
  * where the value it is about came from (the option, or file:line), from
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -308,6 +309,77 @@ static int check_new_image(const struct td_config *c, char *err, size_t errlen)
 	return ret;
 }
 
+/*
+ * The admin socket's place, before anything is created (the image
+ * included): nothing but a socket nobody listens on may be at the path
+ * (another tagdiskd on the default socket, named after [disk] name, is the
+ * usual case: say what to add), and its directory must exist or be one
+ * level the daemon can make (it then removes it again on exit).
+ */
+static int check_socket(const struct td_config *c, char *err, size_t errlen)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char quoted[TD_CFG_QUOTE_MAX], dir_q[TD_CFG_QUOTE_MAX];
+	const char *slash = strrchr(c->socket, '/');
+	char dir[sizeof(addr.sun_path)];
+	char *parent_end;
+	struct stat st;
+	int fd, ret;
+
+	assert(slash); /* made absolute before */
+	snprintf(dir, sizeof(dir), "%.*s", slash == c->socket ? 1 : (int)(slash - c->socket),
+		 c->socket);
+	td_cfg_escape(dir, dir_q, sizeof(dir_q));
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+				   "\"%s\" is not a directory", dir_q);
+		if (access(dir, W_OK | X_OK) < 0)
+			return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+				   "directory \"%s\": %s", dir_q, strerror(errno));
+	} else if (errno != ENOENT) {
+		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen, "directory \"%s\": %s",
+			   dir_q, strerror(errno));
+	} else {
+		/* One missing level is made at start; two are a mistake. */
+		parent_end = strrchr(dir, '/');
+		if (parent_end)
+			*parent_end = '\0';
+		if (!parent_end || stat(dir[0] ? dir : "/", &st) < 0 || !S_ISDIR(st.st_mode))
+			return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+				   "directory \"%s\" does not exist, nor \"%s\" (create them, or"
+				   " choose another socket)",
+				   dir_q, dir[0] ? dir : "/");
+		return 0;
+	}
+
+	if (lstat(c->socket, &st) < 0)
+		return errno == ENOENT ? 0
+				       : bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen, "%s",
+					     strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+			   "exists and is not a socket; refusing to replace it");
+	/* A socket: stale (removed at start) unless someone answers there. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	memcpy(addr.sun_path, c->socket, strlen(c->socket) + 1);
+	ret = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+	close(fd);
+	if (ret < 0)
+		return 0;
+	if (given(c, KEY_ADMIN_SOCKET))
+		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
+			   "another process is listening on it (another tagdiskd?)");
+	return td_cfg_fail(err, errlen,
+			   "the default admin socket \"%s\" is taken: another process (a tagdiskd"
+			   " of a disk also named \"%s\"?) is listening on it; give this disk"
+			   " another name (--name NAME or [disk] name) or its own socket"
+			   " (--socket PATH or [admin] socket)",
+			   td_cfg_escape(c->socket, quoted, sizeof(quoted)), c->name);
+}
+
 int td_config_validate(struct td_config *c, char *err, size_t errlen)
 {
 	struct sockaddr_un addr;
@@ -360,7 +432,7 @@ int td_config_validate(struct td_config *c, char *err, size_t errlen)
 		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
 			   "longer than the %zu bytes a Unix socket path may have",
 			   sizeof(addr.sun_path) - 1);
-	return 0;
+	return check_socket(c, err, errlen);
 }
 
 size_t td_config_unused_keys(const struct td_config *c, const struct td_config_key **unused,

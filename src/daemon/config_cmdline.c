@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "config_int.h"
+#include "tagdisk/backend.h"
 #include "tagdisk/tag.h"
 
 #ifndef TD_VERSION
@@ -362,7 +363,9 @@ int td_cmdline_parse(struct td_cmdline *cl, int argc, char **argv, char *err, si
 			ret = 1;
 			break;
 		case 'V':
-			printf("tagdiskd %s\n", TD_VERSION);
+			/* What this build serves from: WITH_RBD=0 or WITH_NBD=0 leave one out. */
+			printf("tagdiskd %s (backends: file%s%s)\n", TD_VERSION,
+			       TD_WITH_RBD ? ", rbd" : "", TD_WITH_NBD ? ", nbd" : "");
 			fflush(stdout);
 			ret = 1;
 			break;

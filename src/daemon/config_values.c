@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include "config_int.h"
+#include "tagdisk/backend.h"
 
 /* Digits of @base at @s, at least one, up to the end; no sign, no space. */
 static int parse_digits(const char *s, unsigned int base, uint64_t *out)
@@ -345,6 +346,14 @@ static int store_value(struct td_config *c, enum td_cfg_key id, const char *valu
 		if (idx < 0)
 			return td_cfg_bad_value(id, w, value, err, errlen,
 						"must be file, rbd or nbd");
+		if ((idx == TD_CONFIG_BACKEND_RBD && !TD_WITH_RBD) ||
+		    (idx == TD_CONFIG_BACKEND_NBD && !TD_WITH_NBD))
+			return td_cfg_bad_value(id, w, value, err, errlen,
+						"this tagdiskd was built without it (make WITH_%s=0);"
+						" install %s and build again",
+						idx == TD_CONFIG_BACKEND_RBD ? "RBD" : "NBD",
+						idx == TD_CONFIG_BACKEND_RBD ? "librbd-dev"
+									     : "libnbd-dev");
 		c->backend = (enum td_config_backend)idx;
 		return 0;
 	case KIND_NAME:

@@ -133,7 +133,7 @@ static void __attribute__((noreturn)) abandon(struct daemon *d, int sig)
 	td_notify("STOPPING=1\nSTATUS=stopping now, without draining");
 	td_frontend_unmount(d->fe);
 	/* The admin thread may be blocked in a command: remove its socket, leave it be. */
-	unlink(d->cfg.socket);
+	td_admin_remove_socket(d->admin);
 	td_pidfile_remove(&d->pidfile);
 	td_notice("stopped: abandoned, unmounted; exit status %d: data may be lost",
 		  EXIT_DATA_LOST);
@@ -544,6 +544,22 @@ static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave
 }
 
 /*
+ * A command-line option replaces a value of the config file without a
+ * word otherwise; say so (the unit's --socket beats [admin] socket).
+ */
+static void log_overridden_keys(const struct td_config *c)
+{
+	for (size_t i = 0; i < TD_CONFIG_NR_KEYS; i++) {
+		const struct td_config_origin *o = &c->origin[i];
+
+		if (o->option && o->overridden_line)
+			td_notice("config: %s replaces [%s] %s of %s:%u", o->option,
+				  td_config_keys[i].section, td_config_keys[i].key, c->origin_file,
+				  o->overridden_line);
+	}
+}
+
+/*
  * Keys of a backend's section that the configured backend does not use are
  * accepted (one file may keep every backend's settings): say so once.
  */
@@ -588,6 +604,9 @@ static int store_error_status(const struct td_config *c, int err)
  */
 static int fail_start_as(struct daemon *d, int status, bool unservable)
 {
+	/* An image this start created goes again, and not without a word. */
+	if (d->store.img.created)
+		td_notice("image \"%s\": removed again (this start created it)", d->cfg.image);
 	/* An adopted connection a service manager keeps: leave it for another attempt. */
 	if (d->fe && d->takeover.adopted && td_takeover_has_store())
 		td_frontend_detach(d->fe);
@@ -880,6 +899,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	log_overridden_keys(&d.cfg);
 	log_unused_keys(&d.cfg);
 	ret = open_store(&d, err, sizeof(err));
 	if (ret) {

@@ -91,6 +91,7 @@ struct td_stats_shard {
 	_Atomic uint64_t front_merges[TD_OP_COUNT];
 	_Atomic uint64_t back_merges[TD_OP_COUNT];
 	_Atomic uint64_t ticks_ns[TD_OP_COUNT];
+	_Atomic uint64_t max_ns[TD_OP_COUNT]; /* only grows; the snapshot takes the largest */
 	_Atomic uint64_t counters[TD_STAT_NR_COUNTERS];
 	_Atomic uint64_t hist[TD_OP_COUNT][TD_STATS_BUCKETS];
 	_Atomic int64_t in_flight; /* per-CPU mode: starts minus ends on this shard */
@@ -152,6 +153,17 @@ static struct td_stats_shard *stats_shard(struct td_stats *st)
 static inline void stats_inc(_Atomic uint64_t *ctr, uint64_t n)
 {
 	atomic_fetch_add_explicit(ctr, n, memory_order_relaxed);
+}
+
+/* Raise *@ctr to @v if it is below. Relaxed: the maximum orders nothing else. */
+static inline void stats_max(_Atomic uint64_t *ctr, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(ctr, memory_order_relaxed);
+
+	while (cur < v &&
+	       !atomic_compare_exchange_weak_explicit(ctr, &cur, v, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
 }
 
 static inline void cpu_relax(void)
@@ -307,6 +319,7 @@ void td_stats_io_account(struct td_stats *st, enum td_op op, uint32_t nr_sectors
 	if (error)
 		stats_inc(&sh->errors[op], 1);
 	stats_inc(&sh->ticks_ns[op], latency_ns);
+	stats_max(&sh->max_ns[op], latency_ns);
 	stats_inc(&sh->hist[op][td_stats_bucket(latency_ns)], 1);
 }
 
@@ -320,6 +333,7 @@ void td_stats_io_done(struct td_stats *st, enum td_op op, uint32_t nr_sectors,
 	if (error)
 		stats_inc(&sh->errors[op], 1);
 	stats_inc(&sh->ticks_ns[op], latency_ns);
+	stats_max(&sh->max_ns[op], latency_ns);
 	stats_inc(&sh->hist[op][td_stats_bucket(latency_ns)], 1);
 	td_stats_io_end_n(st, now_ns, 1);
 }
@@ -365,6 +379,7 @@ void td_stats_snapshot(struct td_stats *st, struct td_stats_snapshot *out, uint6
 			out->front_merges[op] += stats_load(&sh->front_merges[op]);
 			out->back_merges[op] += stats_load(&sh->back_merges[op]);
 			out->ticks_ns[op] += stats_load(&sh->ticks_ns[op]);
+			out->max_ns[op] = TD_MAX(out->max_ns[op], stats_load(&sh->max_ns[op]));
 			for (unsigned int i = 0; i < TD_STATS_BUCKETS; i++)
 				out->hist[op][i] += stats_load(&sh->hist[op][i]);
 		}
@@ -471,6 +486,20 @@ uint64_t td_stats_percentile(const uint64_t hist[TD_STATS_BUCKETS], double fract
 	/* Not reached: seen ends at total >= rank. */
 	assert(0);
 	return 0;
+}
+
+uint64_t td_stats_percentile_max(const uint64_t hist[TD_STATS_BUCKETS], double fraction,
+				 uint64_t max_ns)
+{
+	uint64_t p = td_stats_percentile(hist, fraction);
+	unsigned int top = TD_STATS_BUCKETS;
+
+	while (top > 0 && !hist[top - 1])
+		top--;
+	/* Empty, or a maximum that does not belong to this histogram: the bucket's value. */
+	if (!top || td_stats_bucket(max_ns) != top - 1)
+		return p;
+	return td_stats_bucket(p) == top - 1 ? max_ns : p;
 }
 
 const char *td_stats_counter_name(enum td_stats_counter c)

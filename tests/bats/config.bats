@@ -273,3 +273,15 @@ EOF
 		"$TD_LOG"
 	stop_tagdiskd
 }
+
+@test "an option replacing a value of the config file says so in the log (the unit's --socket over [admin] socket)" {
+	printf '[disk]\nsize = 64M\n[admin]\nsocket = %s\n' "$TD_DIR/from-file.sock" >"$TD_INI"
+	# start_tagdiskd passes --socket "$TD_SOCK", as the unit passes its own.
+	start_tagdiskd -c "$TD_INI"
+	[ -S "$TD_SOCK" ]
+	[ ! -e "$TD_DIR/from-file.sock" ]
+	grep -qxF "tagdiskd: notice: config: --socket replaces [admin] socket of $TD_INI:4" "$TD_LOG"
+	# A key the file does not set is not mentioned.
+	run -1 grep -F "replaces [disk] mountpoint" "$TD_LOG"
+	stop_tagdiskd
+}

@@ -217,3 +217,62 @@ ini_without_image() {
 	[ -z "$(ls -A "$TD_MNT")" ]
 	td_not_mounted "$TD_MNT"
 }
+
+# ---- the admin socket's place, checked before anything is created (issue 32) -----------------
+
+# listen_on PATH [MODE]: something listening on the Unix socket PATH, in the background
+# (LISTENER is its pid); MODE (octal) lets other users connect.
+listen_on() {
+	python3 - "$1" "${2:-0755}" <<'PY' &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], int(sys.argv[2], 8))
+s.listen(8)
+time.sleep(600)
+PY
+	LISTENER=$!
+	td_wait_until 60 test -S "$1"
+}
+
+@test "a socket directory missing two levels deep: exit 2, and nothing created (the image neither)" {
+	refused "--socket \"$TD_DIR/run/td/admin.sock\": directory \"$TD_DIR/run/td\" does not exist, nor \"$TD_DIR/run\" (create them, or choose another socket)" \
+		--image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_DIR/run/td/admin.sock"
+	[ ! -e "$TD_DIR/run" ]
+}
+
+@test "a socket path that is a file, or whose directory is a file: exit 2 before the image is created" {
+	echo keep >"$TD_DIR/file.sock"
+	refused "--socket \"$TD_DIR/file.sock\": exists and is not a socket; refusing to replace it" \
+		--image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_DIR/file.sock"
+	[ "$(cat "$TD_DIR/file.sock")" = keep ]
+	touch "$TD_DIR/run"
+	refused "--socket \"$TD_DIR/run/admin.sock\": \"$TD_DIR/run\" is not a directory" \
+		--image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_DIR/run/admin.sock"
+}
+
+@test "a socket another process listens on: exit 2 before the image is created" {
+	listen_on "$TD_DIR/other.sock"
+	refused "--socket \"$TD_DIR/other.sock\": another process is listening on it (another tagdiskd?)" \
+		--image "$TD_IMG" --size 64M --mount "$TD_MNT" --socket "$TD_DIR/other.sock"
+	kill "$LISTENER"
+}
+
+@test "a second disk by hand with only its own image and mount point: exit 2 saying what to add, nothing created" {
+	# As a user the default socket is NAME.sock next to the mount point (as root
+	# /run/tagdisk/NAME.sock, shared by every disk): the first disk, named disk as the
+	# second, holds $TD_DIR/disk.sock.
+	chmod 1777 "$TD_DIR"
+	mkdir -m 0777 "$TD_DIR/mnt2"
+	listen_on "$TD_DIR/disk.sock" 0777
+	local before
+	before=$(snapshot)
+	run --separate-stderr setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$TAGDISKD" -f --image "$TD_DIR/second.img" --size 64M --mount "$TD_DIR/mnt2"
+	echo "status $status; stderr: $stderr" >&2
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "tagdiskd: the default admin socket \"$TD_DIR/disk.sock\" is taken: another process (a tagdiskd of a disk also named \"disk\"?) is listening on it; give this disk another name (--name NAME or [disk] name) or its own socket (--socket PATH or [admin] socket)" ]
+	[ "$(snapshot)" = "$before" ]
+	[ ! -e "$TD_DIR/second.img" ]
+	kill "$LISTENER"
+}

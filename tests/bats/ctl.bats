@@ -41,7 +41,7 @@ kv() {
 	[ "${lines[11]}" = "$(kv requests 0/128)" ]
 	[ "${lines[12]}" = "$(kv drive 'inline (no worker threads), model none, write cache writeback')" ]
 	# The transport this suite runs on; its threads as many as the daemon says.
-	[[ "${lines[13]}" =~ ^"fuse        classic, "([0-9]+)" threads"$ ]]
+	[[ "${lines[13]}" =~ ^"fuse        classic, "([0-9]+)" threads on /dev/fuse"$ ]]
 	[ "${BASH_REMATCH[1]}" -eq "$(td_status fuse_threads)" ]
 	# No service manager keeps the connection here: only a restart in place keeps the mount.
 	[ "${lines[14]}" = "$(kv recovery 'restart only: no service manager keeps the connection, a crash loses the mount (0 takeovers)')" ]
@@ -70,18 +70,28 @@ kv() {
 	dd if="$TD_DISK" of=/dev/null bs=4k count=100 iflag=direct status=none
 	dd if=/dev/zero of="$TD_DISK" bs=4k count=50 oflag=direct conv=notrunc status=none
 	run -0 td_ctl stats
-	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "OP COUNT BYTES MERGES MEAN P50 P90 P99 P999" ]
-	# Five latency columns: a number and a unit, or "-" with no I/O of that kind.
-	local lat='( +[0-9.]+ (us|ms|s)){5}$' none='( +-){5}$'
-	[[ "${lines[1]}" =~ ^"read            100  400.0 KiB       0"$lat ]]
-	[[ "${lines[2]}" =~ ^"write            50  200.0 KiB       0"$lat ]]
-	[[ "${lines[3]}" =~ ^"flush             0          -       -"$none ]]
-	[[ "${lines[4]}" =~ ^"discard           0        0 B       -"$none ]]
-	[[ "${lines[5]}" =~ ^"write_zeroes      0        0 B       -"$none ]]
-	# bats drops empty lines from ${lines[@]}: the blank line is in $output.
+	diff <(sed -n 1,6p <<<"$output") - <<'EOF'
+OP            COUNT      BYTES  MERGES
+read            100  400.0 KiB       0
+write            50  200.0 KiB       0
+flush             0          -       -
+discard           0        0 B       -
+write_zeroes      0        0 B       -
+EOF
+	# bats drops empty lines from ${lines[@]}: the blank lines are in $output.
 	[ "$(sed -n 7p <<<"$output")" = "" ]
+	# The latencies in one unit, named in the first title; "~": from the histogram.
+	[[ "$(sed -n 8p <<<"$output")" =~ ^"LATENCY("(us|ms|s)")   MEAN  ~P50  ~P90  ~P99  ~P99.9  "+"MAX"$ ]]
+	local lat='( +[0-9]+(\.[0-9]{3})?){6}$' none='( +-){6}$'
+	[[ "$(sed -n 9p <<<"$output")" =~ ^"read "$lat ]]
+	[[ "$(sed -n 10p <<<"$output")" =~ ^"write "$lat ]]
+	[[ "$(sed -n 11p <<<"$output")" =~ ^"flush "$none ]]
+	[[ "$(sed -n 12p <<<"$output")" =~ ^"discard "$none ]]
+	[[ "$(sed -n 13p <<<"$output")" =~ ^"write_zeroes "$none ]]
+	[ "$(sed -n 14p <<<"$output")" = "~ from a log histogram: within 1/16 of the true value; MEAN, MAX exact" ]
+	[ "$(sed -n 15p <<<"$output")" = "" ]
 	local KV_WIDTH=17 KV_INDENT='  '
-	diff <(sed -n '8,$p' <<<"$output" | grep -v 'ticks ms\|time in queue ms') - <<EOF
+	diff <(sed -n '16,$p' <<<"$output" | grep -v 'ticks ms\|time in queue ms') - <<EOF
 queue
 $(kv deferred 0)
 $(kv killed 0)
@@ -348,7 +358,7 @@ PY
 	run -0 td_ctl iostat 0.5 2
 	printf '%s\n' "$output" >"$TD_DIR/iostat.txt"
 	[ "${#lines[@]}" -eq 3 ]
-	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "r/s w/s rkB/s wkB/s rrqm/s wrqm/s r_await w_await aqu-sz tags %util" ]
+	[ "$(awk 'NR == 1 { $1 = $1; print }' <<<"$output")" = "r/s w/s rKiB/s wKiB/s rrqm/s wrqm/s r_await(ms) w_await(ms) aqu-sz tags %util" ]
 	python3 - "$TD_DIR/iostat.txt" <<'PY'
 import sys
 rows = open(sys.argv[1]).read().splitlines()[1:]
@@ -403,6 +413,40 @@ trace_live() {
 	[[ "${lines[3]}" =~ "  D  R  24 + 8 [tag "([0-9]+)"]"$ ]]
 	local tag=${BASH_REMATCH[1]}
 	[[ "${lines[4]}" == *"  C  R  24 + 8 [tag $tag]" ]]
+}
+
+@test "trace prints blkparse's letters (WF a FUA write, FN a flush), with a legend on a terminal" {
+	requires blkparse script || return 0
+	start_tagdiskd --size 64M
+	# The printed trace on a pseudo-terminal, and blktrace records of the same events.
+	script -qfec "echo \$\$ >'$TD_DIR/tty.pid'; exec '$TAGDISKCTL' -s '$TD_SOCK' trace" /dev/null \
+		>"$TD_DIR/tty.txt" &
+	local script_pid=$!
+	"$TAGDISKCTL" -s "$TD_SOCK" trace -o "$TD_DIR/run.blktrace.0" 2>"$TD_DIR/tracer.err" &
+	local tracer=$!
+	BG_PIDS="$script_pid $tracer"
+	td_wait_until 60 grep -q "^tagdiskctl: trace: writing" "$TD_DIR/tracer.err"
+	td_wait_for 60 "the terminal's trace to show a read" trace_live "$TD_DIR/tty.txt"
+	# A write through O_DSYNC (FUA) at sector 2048, then an fsync (a flush).
+	dd if=/dev/zero of="$TD_DISK" bs=4k seek=256 count=1 oflag=direct,dsync conv=notrunc status=none
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.fsync(fd)' "$TD_DISK"
+	td_wait_for 60 "the C events of the FUA write and the flush" eval \
+		'grep -q " C  WF 2048 + 8 " "$TD_DIR/tty.txt" && grep -q " C  FN 0 + 0 " "$TD_DIR/tty.txt"'
+	kill -INT "$(cat "$TD_DIR/tty.pid")" "$tracer"
+	wait "$tracer"
+	wait "$script_pid" || true
+	BG_PIDS=
+	tr -d '\r' <"$TD_DIR/tty.txt" >"$TD_DIR/tty.lines"
+	# The legend first, each line behind "# ".
+	[ "$(head -n 1 "$TD_DIR/tty.lines")" = "# Each event: TIME (s since the first) PID ACTION RWBS SECTOR + SECTORS [tag N]" ]
+	grep -qxF "# $(printf '  RWBS    as blkparse prints it: R read, W write, D discard, FN flush (no data),')" "$TD_DIR/tty.lines"
+	# blkparse shows the same letters for the same events.
+	blkparse -i "$TD_DIR/run" >"$TD_DIR/blkparse.out"
+	grep -qE '^ *[0-9]+,[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9]+ +C +WF 2048 \+ 8 ' "$TD_DIR/blkparse.out"
+	grep -qE '^ *[0-9]+,[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9]+ +C +FN ' "$TD_DIR/blkparse.out"
+	# Through a pipe: events only, no legend.
+	run -0 timeout 60 "$TAGDISKCTL" -s "$TD_SOCK" trace -w 0.2
+	[[ "$output" != *"# "* ]]
 }
 
 @test "trace | head -5 ends as soon as head does, even when the disk goes idle" {

@@ -112,8 +112,8 @@ EOF
 
 # ---- iostat --------------------------------------------------------------------------------
 
-IOSTAT_HEADER="r/s w/s rkB/s wkB/s rrqm/s wrqm/s r_await w_await aqu-sz tags %util"
-IOSTAT_KEYS="interval_s,r_s,w_s,rkB_s,wkB_s,rrqm_s,wrqm_s,r_await_ms,w_await_ms,aqu_sz,tags_in_use,util_pct"
+IOSTAT_HEADER="r/s w/s rKiB/s wKiB/s rrqm/s wrqm/s r_await(ms) w_await(ms) aqu-sz tags %util"
+IOSTAT_KEYS="interval_s,r_s,w_s,rKiB_s,wKiB_s,rrqm_s,wrqm_s,r_await_ms,w_await_ms,aqu_sz,tags_in_use,util_pct"
 
 @test "iostat with no interval prints exactly one report and exits 0" {
 	start_tagdiskd --size 64M
@@ -152,4 +152,107 @@ PY
 	td_wait_until 60 eval '[ "$(wc -l <"$TD_DIR/iostat.json")" -ge 3 ]'
 	kill -INT "$ipid"
 	wait "$ipid"
+}
+
+# ---- help that needs no daemon (issue 32) --------------------------------------------------
+
+CTL_COMMANDS="help status stats tags reset elevator depth inject powerfail trace iostat top"
+
+@test "COMMAND --help and -h print that command's usage and exit 0 without contacting the daemon" {
+	fake_daemon '{"ok":true}'
+	local c
+	for c in $CTL_COMMANDS; do
+		run -0 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/fake.sock" "$c" --help
+		[[ "${lines[0]}" == "Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] $c"* ]] ||
+			{ echo "$c --help: ${lines[0]}"; false; }
+		[ "${lines[-1]}" = "Exit status: 0 ok, 1 the daemon refused, 2 usage error, 3 cannot reach the daemon." ]
+		[ "$stderr" = "" ]
+		# -h, and help COMMAND, print the same.
+		diff <("$TAGDISKCTL" -s "$TD_DIR/fake.sock" "$c" -h) <(printf '%s\n' "$output")
+		diff <("$TAGDISKCTL" -s "$TD_DIR/fake.sock" help "$c") <(printf '%s\n' "$output")
+	done
+	# Also after other arguments, and with no daemon at all.
+	run -0 "$TAGDISKCTL" -s "$TD_DIR/none.sock" elevator noop --help
+	[ "${lines[0]}" = "Usage: tagdiskctl [-s SOCKET] [-t SECONDS] [--json] elevator [NAME]" ]
+	[ "${lines[1]}" = "Show the elevator, or drain and switch to NAME." ]
+	run -0 "$TAGDISKCTL" -s "$TD_DIR/none.sock" trace -h
+	[[ "$output" == *"  -o, --blktrace, --output FILE"* ]]
+	[[ "$output" == *"  RWBS    as blkparse prints it: R read, W write, D discard, FN flush (no data),"* ]]
+	# Nothing reached the daemon.
+	[ ! -e "$TD_DIR/fake.log" ]
+	# help of a command nobody knows: exit 2, with the near ones.
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/none.sock" help elevatr
+	[ "$stderr" = 'tagdiskctl: help: unknown command "elevatr" (did you mean "elevator"?)' ]
+}
+
+@test "help lists each command once, in the syntax tagdiskctl accepts, and the daemon's others" {
+	# A daemon whose help names trace in its own syntax, and a command of its own.
+	fake_daemon '{"ok":true,"commands":[{"name":"status","usage":"status","help":"s"},{"name":"trace","usage":"trace [blktrace] [buffer_kib=KIB]","help":"t"},{"name":"frob","usage":"frob [N]","help":"frobnicate N times"}]}'
+	run -0 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/fake.sock" help
+	[ "$stderr" = "" ]
+	local c usage
+	for c in $CTL_COMMANDS frob; do
+		[ "$(grep -cE "^  $c( |$)" <<<"$output")" -eq 1 ] || { echo "$c is not listed once"; false; }
+	done
+	# Each of tagdiskctl's in the syntax its --help gives, which it accepts.
+	for c in $CTL_COMMANDS; do
+		usage=$("$TAGDISKCTL" "$c" --help | sed -n '1s/^Usage: tagdiskctl \[-s SOCKET\] \[-t SECONDS\] \[--json\] //p')
+		grep -qF "  $usage" <<<"$output" || { echo "help does not show \"$usage\""; false; }
+	done
+	grep -qE '^  frob \[N\] +frobnicate N times$' <<<"$output"
+	run -1 grep -F 'buffer_kib' <<<"$output"
+	diff - "$TD_DIR/fake.log" <<'EOF2'
+connect
+line help
+EOF2
+}
+
+@test "help without a daemon lists tagdiskctl's commands and says on stderr why only those" {
+	run -0 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/none.sock" help
+	[ "$stderr" = "tagdiskctl: cannot connect to $TD_DIR/none.sock: No such file or directory (is tagdiskd running? use -s SOCKET); tagdiskctl's own commands only:" ]
+	local c
+	for c in $CTL_COMMANDS; do
+		[ "$(grep -cE "^  $c( |$)" <<<"$output")" -eq 1 ]
+	done
+}
+
+@test "an unknown command near known ones: did you mean, with the daemon up (exit 1) and down (exit 2)" {
+	start_tagdiskd --size 64M
+	run -1 --separate-stderr td_ctl stat
+	[ "$stderr" = 'tagdiskctl: unknown command "stat" (did you mean "stats" or "status"?)' ]
+	# The daemon suggests from its commands; top is tagdiskctl's own, and it says so.
+	run -1 --separate-stderr td_ctl tpo
+	[ "$stderr" = 'tagdiskctl: unknown command "tpo" (did you mean "top"?)' ]
+	run -1 --separate-stderr td_ctl --json stat
+	[ "$output" = '{"ok":false,"error":"unknown command \"stat\" (did you mean \"stats\" or \"status\"?)"}' ]
+	# With no daemon, a typo is a usage error, not a connection failure.
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/none.sock" stat
+	[ "$stderr" = "tagdiskctl: unknown command \"stat\" (did you mean \"stats\" or \"status\"?); no daemon to ask whether it knows it: cannot connect to $TD_DIR/none.sock: No such file or directory (is tagdiskd running? use -s SOCKET)" ]
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/none.sock" frobnicate
+	[[ "$stderr" == 'tagdiskctl: unknown command "frobnicate" (try "tagdiskctl help"); no daemon to ask'* ]]
+	# A known command with no daemon is still exit 3.
+	run -3 "$TAGDISKCTL" -s "$TD_DIR/none.sock" status
+}
+
+@test "-s naming something that is not a socket says what it is: exit 2" {
+	touch "$TD_DIR/file"
+	run -2 --separate-stderr "$TAGDISKCTL" -s "$TD_DIR/file" status
+	[ "$stderr" = "tagdiskctl: $TD_DIR/file is a regular file, not a socket (given with -s): -s SOCKET names the admin socket of tagdiskd (its [admin] socket or --socket)" ]
+	TAGDISK_SOCKET=$TD_DIR run -2 --separate-stderr "$TAGDISKCTL" status
+	[ "$stderr" = "tagdiskctl: $TD_DIR is a directory, not a socket (from \$TAGDISK_SOCKET): -s SOCKET names the admin socket of tagdiskd (its [admin] socket or --socket)" ]
+}
+
+@test "status explains FUSE over io_uring: rings, entries, helpers, and the requests each ring received" {
+	fake_daemon '{"ok":true,"state":"running","transport":"uring","fuse_threads":2,"uring_requests":[7,334],"uring_entries":64,"uring_helpers":1}'
+	run -0 "$TAGDISKCTL" -s "$TD_DIR/fake.sock" status
+	grep -qxF "fuse        uring, 2 threads on /dev/fuse" <<<"$output"
+	grep -qxF "uring       2 queues (one per CPU) x 64 entries, 1 helper ring (for requests >= 64 KiB)" <<<"$output"
+	grep -qxF "uring reqs  7 on queue 0, 334 on queue 1 (received since start)" <<<"$output"
+	# Many CPUs: the sum, the least and the most.
+	kill "$FAKE_PID"
+	rm -f "$TD_DIR/fake.sock"
+	fake_daemon '{"ok":true,"transport":"uring","fuse_threads":2,"uring_requests":[5,9,1,30,2,8],"uring_entries":32,"uring_helpers":0}'
+	run -0 "$TAGDISKCTL" -s "$TD_DIR/fake.sock" status
+	grep -qxF "uring       6 queues (one per CPU) x 32 entries, 0 helper rings (for requests >= 64 KiB)" <<<"$output"
+	grep -qxF "uring reqs  55 in all; least 1 (queue 2), most 30 (queue 3) (received since start)" <<<"$output"
 }

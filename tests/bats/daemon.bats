@@ -120,6 +120,28 @@ PY
 	stop_tagdiskd
 }
 
+@test "a missing socket directory is made and logged, and removed again on exit unless another socket is in it" {
+	# start_tagdiskd gives --socket "$TD_SOCK": put it one level down, in a directory that
+	# does not exist yet.
+	TD_SOCK=$TD_DIR/run/admin.sock
+	start_tagdiskd --size 64M
+	[ -S "$TD_SOCK" ]
+	grep -qF "admin: created the socket directory \"$TD_DIR/run\" (removed again on exit)" "$TD_LOG"
+	stop_tagdiskd
+	[ ! -e "$TD_DIR/run" ]
+	# Another socket (another daemon's) in it at the exit: it stays.
+	start_tagdiskd
+	touch "$TD_DIR/run/other.sock"
+	stop_tagdiskd
+	[ -e "$TD_DIR/run/other.sock" ]
+	# A directory the daemon did not make is never removed.
+	rm "$TD_DIR/run/other.sock"
+	start_tagdiskd
+	run -1 grep -q "created the socket directory" "$TD_LOG"
+	stop_tagdiskd
+	[ -d "$TD_DIR/run" ]
+}
+
 @test "a second daemon is refused in read-only mode too" {
 	start_tagdiskd --size 64M
 	mkdir "$TD_DIR/mnt2"

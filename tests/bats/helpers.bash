@@ -78,6 +78,13 @@ requires() {
 	done
 }
 
+# requires_backend rbd|nbd: skip unless this tagdiskd has the backend (make WITH_RBD=0 and
+# WITH_NBD=0 build without them; tagdiskd --version lists those it has).
+requires_backend() {
+	"$TAGDISKD" --version | grep -qE "backends: .*\<$1\>" ||
+		{ td_skip_file "${1^^}: this tagdiskd is built without the $1 backend (make WITH_${1^^}=0)"; return 1; }
+}
+
 td_setup_dir() {
 	td_check_skip
 	TD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/tagdisk.XXXXXX")

@@ -32,6 +32,7 @@ tree_files() {
 INSTALLED_FILES="644 etc/tagdisk/example.ini
 644 usr/local/lib/systemd/system/tagdisk@.service
 644 usr/local/share/bash-completion/completions/tagdiskctl
+644 usr/local/share/doc/tagdisk/protocol.md
 644 usr/local/share/man/man5/tagdisk.ini.5
 644 usr/local/share/man/man8/tagdiskctl.8
 644 usr/local/share/man/man8/tagdiskd.8
@@ -51,6 +52,9 @@ INSTALLED_FILES="644 etc/tagdisk/example.ini
 	cmp "$TD_ROOT/etc/tagdiskctl.bash-completion" \
 		"$DEST/usr/local/share/bash-completion/completions/tagdiskctl"
 	cmp "$TD_ROOT/etc/tagdisk.ini" "$DEST/etc/tagdisk/example.ini"
+	# The admin protocol, where the man pages say it is.
+	cmp "$TD_ROOT/docs/protocol.md" "$DEST/usr/local/share/doc/tagdisk/protocol.md"
+	grep -qF /usr/local/share/doc/tagdisk/protocol.md "$DEST/usr/local/share/man/man8/tagdiskctl.8"
 	# With a DESTDIR, no advice to reload systemd: this is a staging tree.
 	[[ $output != *daemon-reload* ]]
 }
@@ -141,6 +145,7 @@ usr/local/sbin
 usr/local/share
 usr/local/share/bash-completion
 usr/local/share/bash-completion/completions
+usr/local/share/doc
 usr/local/share/man
 usr/local/share/man/man5
 usr/local/share/man/man8"

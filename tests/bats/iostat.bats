@@ -56,7 +56,7 @@ rows_at_least() {
 	[ "$n" -ge "$1" ]
 }
 
-@test "iostat during 1000 paced direct 4 KiB writes: w/s > 0, wkB/s = 4 w/s, no reads, rows add up to 1000 writes" {
+@test "iostat during 1000 paced direct 4 KiB writes: w/s > 0, wKiB/s = 4 w/s, no reads, rows add up to 1000 writes" {
 	start_tagdiskd --size 64M
 	"$TAGDISKCTL" -s "$TD_SOCK" --json iostat 0.25 >"$TD_DIR/iostat.json" &
 	IOSTATS=$!
@@ -85,14 +85,14 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) >= 4, rows
 writes = sum(r["w_s"] * r["interval_s"] for r in rows)
-kib = sum(r["wkB_s"] * r["interval_s"] for r in rows)
+kib = sum(r["wKiB_s"] * r["interval_s"] for r in rows)
 assert abs(writes - 1000) < 1e-3, writes
 assert abs(kib - 4000) < 1e-3, kib
 busy = [r for r in rows if r["w_s"] > 0]
 assert busy, rows
 for r in rows:
-    assert r["r_s"] == 0 and r["rkB_s"] == 0 and r["rrqm_s"] == 0, r
-    assert abs(r["wkB_s"] - 4 * r["w_s"]) <= 1e-6 * max(1, r["wkB_s"]), r
+    assert r["r_s"] == 0 and r["rKiB_s"] == 0 and r["rrqm_s"] == 0, r
+    assert abs(r["wKiB_s"] - 4 * r["w_s"]) <= 1e-6 * max(1, r["wKiB_s"]), r
     assert 0 <= r["util_pct"] <= 100, r
     assert r["aqu_sz"] >= 0 and r["w_await_ms"] >= 0 and r["tags_in_use"] >= 0, r
 print("# iostat --json: %d rows, %d busy, peak %.1f w/s, %.1f writes in all"
@@ -105,15 +105,15 @@ PY
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 header = lines[0].split()
-assert header == ["r/s", "w/s", "rkB/s", "wkB/s", "rrqm/s", "wrqm/s", "r_await", "w_await",
+assert header == ["r/s", "w/s", "rKiB/s", "wKiB/s", "rrqm/s", "wrqm/s", "r_await(ms)", "w_await(ms)",
                   "aqu-sz", "tags", "%util"], header
 rows = [dict(zip(header, map(float, l.split()))) for l in lines[1:] if l.split() != header]
 assert len(rows) >= 4, rows
 assert any(r["w/s"] > 0 for r in rows), rows
 for r in rows:
-    assert r["r/s"] == 0 and r["rkB/s"] == 0, r
-    # Each shown to two decimals: 4 x (w/s +- 0.005) against wkB/s +- 0.005.
-    assert abs(r["wkB/s"] - 4 * r["w/s"]) <= 0.026, r
+    assert r["r/s"] == 0 and r["rKiB/s"] == 0, r
+    # Each shown to two decimals: 4 x (w/s +- 0.005) against wKiB/s +- 0.005.
+    assert abs(r["wKiB/s"] - 4 * r["w/s"]) <= 0.026, r
     assert 0 <= r["%util"] <= 100, r
 PY
 	stop_tagdiskd

@@ -67,17 +67,80 @@ ctl_commands() {
 	done
 }
 
-@test "each page has the sections a reader looks for" {
-	local page sh
-	for page in "$TAGDISKD_8" "$TAGDISKCTL_8"; do
-		for sh in NAME SYNOPSIS DESCRIPTION OPTIONS "EXIT STATUS" FILES EXAMPLES "SEE ALSO"; do
-			grep -qE "^\.SH \"?$sh\"?$" "$page" || { echo "$page: no $sh"; false; }
-		done
+# has_sections PAGE SECTION...: PAGE has each .SH SECTION, in this order.
+has_sections() {
+	local page=$1 sh prev=0 at
+	shift
+	for sh in "$@"; do
+		at=$(grep -nE "^\.SH \"?$sh\"?$" "$page" | cut -d: -f1)
+		[ -n "$at" ] || { echo "$page: no $sh"; return 1; }
+		[ "$at" -gt "$prev" ] || { echo "$page: $sh comes too early"; return 1; }
+		prev=$at
 	done
-	grep -qE '^\.SH "?SIGNALS"?$' "$TAGDISKD_8"
-	for sh in NAME DESCRIPTION KEYS FILES EXAMPLES; do
-		grep -qE "^\.SH \"?$sh\"?$" "$TAGDISK_INI_5" || { echo "tagdisk.ini.5: no $sh"; false; }
+}
+
+@test "each page has the sections of nbdkit's and fio's pages, in their order" {
+	has_sections "$TAGDISKD_8" NAME SYNOPSIS DESCRIPTION OPTIONS SIGNALS "EXIT STATUS" \
+		ENVIRONMENT FILES NOTES EXAMPLES "SEE ALSO" "REPORTING BUGS" AUTHORS COPYRIGHT
+	has_sections "$TAGDISKCTL_8" NAME SYNOPSIS DESCRIPTION OPTIONS COMMANDS OUTPUT \
+		"EXIT STATUS" ENVIRONMENT FILES NOTES EXAMPLES "SEE ALSO" "REPORTING BUGS" AUTHORS \
+		COPYRIGHT
+	has_sections "$TAGDISK_INI_5" NAME SYNOPSIS DESCRIPTION KEYS FILES EXAMPLES "SEE ALSO" \
+		"REPORTING BUGS" AUTHORS COPYRIGHT
+}
+
+# see_also PAGE: the references of its SEE ALSO section, "name(section)" one a line.
+see_also() {
+	sed -n '/^\.SH "\?SEE ALSO"\?$/,/^\.SH /p' "$1" | sed -n 's/^\.BR \([^ ]*\) (\([0-9]\)).*/\1(\2)/p'
+}
+
+@test "SEE ALSO names the tools a reader of each page goes on to" {
+	local ref
+	for ref in 'tagdiskctl(8)' 'tagdisk.ini(5)' 'losetup(8)' 'fio(1)' 'mount.fuse3(8)' \
+		'blktrace(8)' 'blkparse(1)' 'btt(1)' 'rbd(8)' 'nbdkit(1)' 'mlockall(2)' 'prctl(2)'; do
+		grep -qxF "$ref" <(see_also "$TAGDISKD_8") || { echo "tagdiskd.8: no $ref"; false; }
 	done
+	for ref in 'tagdiskd(8)' 'tagdisk.ini(5)' 'iostat(1)' 'blktrace(8)' 'blkparse(1)' 'btt(1)'; do
+		grep -qxF "$ref" <(see_also "$TAGDISKCTL_8") || { echo "tagdiskctl.8: no $ref"; false; }
+	done
+	for ref in 'tagdiskd(8)' 'tagdiskctl(8)' 'rbd(8)' 'nbdkit(1)'; do
+		grep -qxF "$ref" <(see_also "$TAGDISK_INI_5") || { echo "tagdisk.ini.5: no $ref"; false; }
+	done
+}
+
+@test "tagdiskd.8 NOTES say what the daemon changes and needs: mlockall, PR_SET_IO_FLUSHER, enable_uring" {
+	local notes
+	notes=$(sed -n '/^\.SH NOTES/,/^\.SH /p' "$TAGDISKD_8")
+	[[ $notes == *mlockall* ]]
+	[[ $notes == *PR_SET_IO_FLUSHER* ]]
+	[[ $notes == *CAP_SYS_RESOURCE* ]]
+	[[ $notes == *CAP_IPC_LOCK* ]]
+	[[ $notes == */sys/module/fuse/parameters/enable_uring* ]]
+	[[ $notes == *'system\-wide'* ]]
+}
+
+@test "tagdiskctl.8 OUTPUT states the units rule once, and the trace letters with blkparse's" {
+	local out
+	out=$(sed -n '/^\.SH OUTPUT/,/^\.SH /p' "$TAGDISKCTL_8")
+	[[ $out == *'KiB (1024'* ]]
+	[[ $out == *'never kB or MB'* ]]
+	[[ $out == *'.BR rKiB/s'* || $out == *'rKiB/s'* ]]
+	[[ $out == *'Percentiles marked'* ]]
+	[[ $out == *'.B WF'* ]]
+	[[ $out == *'.B FN'* ]]
+	# Stated once: no other section of any page defines kB or KiB again.
+	[ "$(grep -c 'KiB (1024' "$TAGDISKCTL_8" "$TAGDISKD_8" "$TAGDISK_INI_5" | awk -F: '{ n += $2 } END { print n }')" -eq 1 ]
+}
+
+@test "tagdisk.ini.5: each example is a file of its own, named, and [admin] socket says the unit replaces it" {
+	local examples
+	examples=$(sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$TAGDISK_INI_5")
+	# Between the end of one example and the start of the next there is text.
+	run -1 grep -Pzo '\.EE\n\.RE\n\.PP\n\.RS\n\.EX' <<<"$examples"
+	[ "$(grep -c '^\[disk\]$' <<<"$examples")" -eq 3 ]
+	[[ $examples == *'/etc/tagdisk/vm1.ini'* ]]
+	[[ $examples == *'/etc/tagdisk/vm2.ini'* ]]
+	sed -n '/^\\fBsocket\\fR = /,/^\.TP/p' "$TAGDISK_INI_5" | grep -q 'so there this key has no effect'
 }
 
 @test "tagdiskd.8 EXAMPLES use losetup, mkfs, fio and a reset" {

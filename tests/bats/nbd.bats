@@ -18,6 +18,7 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
 	requires_fuse || return 0
+	requires_backend nbd || return 0
 	command -v nbdkit >/dev/null || { td_skip_file "NBD: nbdkit is not installed (tests/deps.sh)"; return 0; }
 	requires fio losetup mkfs.ext4 e2fsck fstrim cmp || return 0
 }

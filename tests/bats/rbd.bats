@@ -21,6 +21,7 @@ CLUSTER=$BATS_TEST_DIRNAME/../ceph/cluster.sh
 
 setup_file() {
 	requires_fuse || return 0
+	requires_backend rbd || return 0
 	requires fio losetup mkfs.ext4 e2fsck python3 || return 0
 	local t
 	for t in ceph ceph-mon ceph-mgr ceph-osd ceph-authtool monmaptool rbd; do

@@ -71,7 +71,8 @@ static void test_fmt_size_truncates_like_snprintf(void **state)
 	assert_int_equal(buf[1], 'x');
 }
 
-static void test_fmt_rate_uses_three_significant_digits(void **state)
+/* Rates are binary, as sizes are (tagdiskctl.8, OUTPUT: never kB under a KiB label). */
+static void test_fmt_rate_uses_binary_units_and_three_significant_digits(void **state)
 {
 	static const struct {
 		double rate;
@@ -80,22 +81,27 @@ static void test_fmt_rate_uses_three_significant_digits(void **state)
 		{ 0, "0 B/s" },
 		{ 999, "999 B/s" },
 		{ 999.4, "999 B/s" },
-		{ 999.5, "1.00 kB/s" },
-		{ 1000, "1.00 kB/s" },
-		{ 9990, "9.99 kB/s" },
-		{ 9996, "10.0 kB/s" },
-		{ 12345, "12.3 kB/s" },
-		{ 99940, "99.9 kB/s" },
-		{ 99960, "100 kB/s" },
-		{ 123456, "123 kB/s" },
-		{ 999499, "999 kB/s" },
-		{ 999500, "1.00 MB/s" },
-		{ 1644167, "1.64 MB/s" },
-		{ 1.23e9, "1.23 GB/s" },
-		{ 4.5e12, "4.50 TB/s" },
-		{ 7e15, "7.00 PB/s" },
-		{ 2e18, "2.00 EB/s" },
-		{ 1e21, "1000 EB/s" },
+		{ 1000, "1000 B/s" },
+		{ 1023.4, "1023 B/s" },
+		{ 1023.5, "1.00 KiB/s" },
+		{ 1024, "1.00 KiB/s" },
+		{ 10229, "9.99 KiB/s" },
+		{ 10235, "10.0 KiB/s" },
+		{ 12345, "12.1 KiB/s" },
+		{ 102348, "99.9 KiB/s" },
+		{ 102350, "100 KiB/s" },
+		{ 123456, "121 KiB/s" },
+		{ 1023487, "999 KiB/s" },
+		{ 1023999, "1000 KiB/s" },
+		{ 1048063, "1023 KiB/s" },
+		{ 1048064, "1.00 MiB/s" },
+		{ 1644167, "1.57 MiB/s" },
+		{ 1.23e9, "1.15 GiB/s" },
+		{ 4.5e12, "4.09 TiB/s" },
+		{ 7e15, "6.22 PiB/s" },
+		{ 2e18, "1.73 EiB/s" },
+		{ 1e21, "867 EiB/s" },
+		{ 1e22, "8674 EiB/s" },
 	};
 	char buf[TD_CTL_FMT_LEN];
 	size_t i;
@@ -352,8 +358,8 @@ static void test_iostat_first_row_covers_the_uptime(void **state)
 	assert_near(io.interval_s, 10);
 	assert_near(io.r_s, 10);
 	assert_near(io.w_s, 20);
-	assert_near(io.rkb_s, 40);	/* 800 sectors = 400 KiB over 10 s */
-	assert_near(io.wkb_s, 160);
+	assert_near(io.rkib_s, 40);	/* 800 sectors = 400 KiB over 10 s */
+	assert_near(io.wkib_s, 160);
 	assert_near(io.rrqm_s, 1);
 	assert_near(io.wrqm_s, 2);
 	assert_near(io.r_await_ms, 0.5); /* 50 ms over 100 reads */
@@ -371,8 +377,8 @@ static void test_iostat_interval_row_uses_deltas(void **state)
 	assert_near(io.interval_s, 2);
 	assert_near(io.r_s, 25);
 	assert_near(io.w_s, 30);
-	assert_near(io.rkb_s, 250);
-	assert_near(io.wkb_s, 300);
+	assert_near(io.rkib_s, 250);
+	assert_near(io.wkib_s, 300);
 	assert_near(io.rrqm_s, 1);
 	assert_near(io.wrqm_s, 3);
 	assert_near(io.r_await_ms, 0.6);
@@ -436,8 +442,9 @@ static void test_op_letters_per_table(void **state)
 	assert_string_equal(td_ctl_op_letters("read", false), "R");
 	assert_string_equal(td_ctl_op_letters("read", true), "R");
 	assert_string_equal(td_ctl_op_letters("write", false), "W");
-	assert_string_equal(td_ctl_op_letters("write", true), "WS");
-	assert_string_equal(td_ctl_op_letters("flush", false), "F");
+	/* blkparse's RWBS for the records trace -o writes: FUA is F after W, a flush F then N. */
+	assert_string_equal(td_ctl_op_letters("write", true), "WF");
+	assert_string_equal(td_ctl_op_letters("flush", false), "FN");
 	assert_string_equal(td_ctl_op_letters("discard", false), "D");
 	assert_string_equal(td_ctl_op_letters("write_zeroes", false), "Z");
 	assert_string_equal(td_ctl_op_letters("writ", false), "?");
@@ -461,9 +468,9 @@ static void test_fmt_event_lines_per_table(void **state)
 		{ { T0 + 2000, 7, 'C', "read", false, 0, 1, 0, 0 },
 		  "  0.000002     7  C  R  0 + 1 [tag 0]" },
 		{ { T0, 77, 'Q', "write", true, 0, 1, -1, 0 },
-		  "  0.000000    77  Q  WS 0 + 1 [tag -]" },
+		  "  0.000000    77  Q  WF 0 + 1 [tag -]" },
 		{ { T0 + 12000001000ULL, 77, 'D', "flush", false, 0, 0, 0, 0 },
-		  " 12.000001    77  D  F  0 + 0 [tag 0]" },
+		  " 12.000001    77  D  FN 0 + 0 [tag 0]" },
 		{ { T0 + 5, 1, 'R', "discard", false, 4096, 2048, 31, 0 },
 		  "  0.000000     1  R  D  4096 + 2048 [tag 31]" },
 		{ { T0 + 123456789012ULL, 123456, 'M', "write_zeroes", false, 8, 16, -1, 0 },
@@ -513,7 +520,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fmt_size_picks_binary_unit_with_one_decimal),
 		cmocka_unit_test(test_fmt_size_truncates_like_snprintf),
-		cmocka_unit_test(test_fmt_rate_uses_three_significant_digits),
+		cmocka_unit_test(test_fmt_rate_uses_binary_units_and_three_significant_digits),
 		cmocka_unit_test(test_fmt_rate_shows_dash_for_negative_or_non_finite),
 		cmocka_unit_test(test_fmt_latency_moves_to_ms_and_s_after_rounding),
 		cmocka_unit_test(test_fmt_duration_drops_leading_zero_units),

@@ -109,6 +109,11 @@ static void test_stats_io_done_counts_ios_sectors_and_latency_per_op(void **stat
 	assert_int_equal(s->ticks_ns[TD_OP_DISCARD], 7);
 	assert_int_equal(s->ticks_ns[TD_OP_WRITE_ZEROES], 0);
 
+	assert_int_equal(s->max_ns[TD_OP_READ], 300);
+	assert_int_equal(s->max_ns[TD_OP_WRITE], 1000);
+	assert_int_equal(s->max_ns[TD_OP_FLUSH], 5000);
+	assert_int_equal(s->max_ns[TD_OP_WRITE_ZEROES], 0);
+
 	/* Each latency sits in its own op's histogram, in its own bucket. */
 	assert_int_equal(hist_total(s->hist[TD_OP_READ]), 3);
 	assert_int_equal(s->hist[TD_OP_READ][td_stats_bucket(100)], 1);
@@ -326,6 +331,59 @@ static void test_stats_percentile_of_1_to_1000_us_within_bound(void **state)
 			 td_stats_bucket_value(td_stats_bucket(1000)));
 	assert_int_equal(td_stats_percentile(hist, 1.0),
 			 td_stats_bucket_value(td_stats_bucket(1000000)));
+}
+
+/*
+ * One flush of 1007 us: its bucket's midpoint is 1015.8 us, and a sample just
+ * above a midpoint read below it, so the mean could exceed the p99.9 (the
+ * stats reply once showed that). With the largest sample known every
+ * percentile of one sample is that sample.
+ */
+static void test_stats_percentile_max_of_one_sample_is_the_sample(void **state)
+{
+	static const uint64_t samples_ns[] = { 1007000, 1020000, 1000, 123456789 };
+
+	(void)state;
+	for (size_t i = 0; i < TD_ARRAY_SIZE(samples_ns); i++) {
+		uint64_t hist[TD_STATS_BUCKETS] = { 0 };
+		uint64_t v = samples_ns[i];
+
+		hist[td_stats_bucket(v)] = 1;
+		/* The bucket's value alone is not the sample ... */
+		assert_int_not_equal(td_stats_percentile(hist, 0.999), v);
+		/* ... the maximum makes every percentile exact. */
+		assert_int_equal(td_stats_percentile_max(hist, 0.5, v), v);
+		assert_int_equal(td_stats_percentile_max(hist, 0.999, v), v);
+		assert_int_equal(td_stats_percentile_max(hist, 1.0, v), v);
+	}
+}
+
+/* Below the highest bucket in use the buckets answer; from it on, the maximum. */
+static void test_stats_percentile_max_reads_the_top_bucket_as_the_maximum(void **state)
+{
+	struct stats_fixture *f = *state;
+	struct td_stats_snapshot *s = f->snap;
+	const uint64_t *h = s->hist[TD_OP_READ];
+
+	/* 1..1000 us, then one of 5000.5 us. */
+	for (uint64_t us = 1; us <= 1000; us++)
+		td_stats_io_account(f->st, TD_OP_READ, 8, us * TD_NSEC_PER_USEC, 0);
+	td_stats_io_account(f->st, TD_OP_READ, 8, 5000500, 0);
+	td_stats_snapshot(f->st, s, 0);
+	assert_int_equal(s->max_ns[TD_OP_READ], 5000500);
+	assert_int_equal(td_stats_percentile_max(h, 0.50, s->max_ns[TD_OP_READ]),
+			 td_stats_percentile(h, 0.50));
+	assert_int_equal(td_stats_percentile_max(h, 0.99, s->max_ns[TD_OP_READ]),
+			 td_stats_percentile(h, 0.99));
+	assert_int_equal(td_stats_percentile_max(h, 1.0, s->max_ns[TD_OP_READ]), 5000500);
+	/* Never above the largest sample, and still ordered. */
+	assert_true(td_stats_percentile_max(h, 0.999, s->max_ns[TD_OP_READ]) <= 5000500);
+	assert_true(td_stats_percentile_max(h, 0.999, s->max_ns[TD_OP_READ]) >=
+		    td_stats_percentile_max(h, 0.99, s->max_ns[TD_OP_READ]));
+	/* A maximum from elsewhere (not in the top bucket) changes nothing. */
+	assert_int_equal(td_stats_percentile_max(h, 1.0, 7), td_stats_percentile(h, 1.0));
+	/* Empty: 0. */
+	assert_int_equal(td_stats_percentile_max(s->hist[TD_OP_FLUSH], 0.5, 0), 0);
 }
 
 static void test_stats_percentile_exact_for_small_values(void **state)
@@ -809,6 +867,10 @@ int main(void)
 		cmocka_unit_test(test_stats_bucket_value_round_trips_every_reachable_bucket),
 		cmocka_unit_test(test_stats_percentile_of_1_to_1000_us_within_bound),
 		cmocka_unit_test(test_stats_percentile_exact_for_small_values),
+		cmocka_unit_test(test_stats_percentile_max_of_one_sample_is_the_sample),
+		cmocka_unit_test_setup_teardown(
+			test_stats_percentile_max_reads_the_top_bucket_as_the_maximum, stats_setup,
+			stats_teardown),
 		cmocka_unit_test(test_stats_percentile_rank_not_bumped_by_binary_rounding),
 		cmocka_unit_test(test_stats_percentile_clamps_fraction),
 		cmocka_unit_test(test_stats_percentile_of_empty_histogram_is_zero),
