@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "common/jsonc.h"
 #include "common/blktrace_fmt.h"
@@ -192,6 +193,9 @@ static int trace_file_write(struct trace_file *tf)
 	return 0;
 }
 
+/* How long a stopped blktrace stream may take to hand over what the daemon still holds. */
+#define TRACE_DRAIN_MS 10000
+
 /* The timeout of a read before @deadline_ms (0: none, -1). */
 static int read_timeout(int64_t deadline_ms)
 {
@@ -222,17 +226,33 @@ static int stream_end(struct td_ctl *ctl, int r)
 
 /*
  * Copy records until the stream ends, the user stops it or @deadline_ms (0:
- * none) passes. Return: TD_CTL_OK, TD_CTL_STOP, or an exit status after saying why.
+ * none) passes. A stop (Ctrl-C, -w) shuts our sending half down, which asks
+ * the daemon for every event up to then, the ones its reorder window still
+ * holds (TRACE_DRAIN_MS at most) included, before it closes the stream; a
+ * second Ctrl-C stops at once. Return: TD_CTL_OK, TD_CTL_STOP, or an exit
+ * status after saying why.
  */
 static int trace_file_copy(struct td_ctl *ctl, struct trace_file *tf, int64_t deadline_ms)
 {
+	int stopped = 0; /* the status of the stop, once it came */
+
 	for (;;) {
 		size_t got;
 		int r = td_ctl_conn_read_bytes(&ctl->conn, read_timeout(deadline_ms),
 					       tf->buf + tf->len, COPY_BUF - tf->len, &got);
 
-		if (r != TD_CTL_READ_LINE)
-			return stream_end(ctl, r);
+		if (r != TD_CTL_READ_LINE) {
+			int end = stream_end(ctl, r);
+
+			/* The stream ended, or its reader went away, or a second stop. */
+			if (stopped || (r != TD_CTL_READ_INTERRUPTED && r != TD_CTL_READ_TIMEOUT) ||
+			    shutdown(ctl->conn.fd, SHUT_WR) < 0)
+				return stopped ? stopped : end;
+			stopped = end;
+			td_ctl_stop_requested = 0;
+			deadline_ms = td_ctl_now_ms() + TRACE_DRAIN_MS;
+			continue;
+		}
 		tf->len += got;
 		if (trace_file_scan(tf)) {
 			fprintf(stderr, "tagdiskctl: bad trace record from the daemon\n");

@@ -72,6 +72,13 @@ struct conn {
 	struct td_trace_sub *sub;
 	uint64_t trace_dropped;
 	struct td_blktrace *bt; /* a blktrace stream; NULL for JSON lines */
+	/*
+	 * A blktrace stream whose client shut its sending half down: it wants
+	 * every event up to then, the ones the reorder window holds included,
+	 * before the daemon closes the stream.
+	 */
+	bool draining;
+	uint64_t drain_until;
 };
 
 /* ---- output ---------------------------------------------------------------------------- */
@@ -332,8 +339,14 @@ static bool conn_read(struct td_admin *a, struct conn *c, struct td_admin_reply 
 			return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
 		if (n == 0) {
 			/* The client is done sending: answer what it sent, then close. */
+			if (c->bt && !c->draining) {
+				/* A blktrace stream: first the events up to now (trace_feed()). */
+				c->draining = true;
+				c->drain_until = td_now_ns();
+				return true;
+			}
 			if (c->sub)
-				return false;
+				return c->draining;
 			c->closing = true;
 			return true;
 		}
@@ -464,9 +477,10 @@ static void bt_event(struct conn *c, const struct td_trace_event *ev)
 
 /*
  * Move events into @c's output as records, pushing them to the socket as
- * they pile up, until the rings are empty (up to @until_ns) or the socket is full.
+ * they pile up, until the rings are empty (up to @until_ns) or the socket is
+ * full. Return: true when every event up to @until_ns was taken.
  */
-static void trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t until_ns)
+static bool trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t until_ns)
 {
 	struct td_trace_event ev[512];
 
@@ -488,7 +502,7 @@ static void trace_feed_blktrace(struct td_admin *a, struct conn *c, uint64_t unt
 		    td_blktrace_flush(c->bt, until_ns - TRACE_REORDER_NS))
 			c->closing = true;
 		if (c->closing || n < TD_ARRAY_SIZE(ev) || !flush_out(c) || out_pending(c))
-			return;
+			return !c->closing && n < TD_ARRAY_SIZE(ev);
 	}
 }
 
@@ -502,7 +516,18 @@ static void trace_feed(struct td_admin *a, struct conn *c, struct event_line *e)
 	uint64_t until = now > TRACE_HOLDBACK_NS ? now - TRACE_HOLDBACK_NS : 0;
 
 	if (c->bt) {
-		trace_feed_blktrace(a, c, until);
+		if (c->draining)
+			until = TD_MIN(until, c->drain_until);
+		/*
+		 * Draining: once every event stamped before the client stopped is in
+		 * (they are published within the holdback), write what the reorder
+		 * window holds and close.
+		 */
+		if (trace_feed_blktrace(a, c, until) && c->draining &&
+		    now >= c->drain_until + TRACE_HOLDBACK_NS) {
+			td_blktrace_flush(c->bt, UINT64_MAX);
+			c->closing = true;
+		}
 		return;
 	}
 
@@ -562,7 +587,8 @@ static void *admin_main(void *arg)
 			struct conn *c = conns[i];
 			short ev = 0;
 
-			if (!c->closing && out_pending(c) <= OUT_HIGH)
+			/* A draining stream has nothing more to read: its EOF came. */
+			if (!c->closing && !c->draining && out_pending(c) <= OUT_HIGH)
 				ev |= POLLIN;
 			if (out_pending(c))
 				ev |= POLLOUT;
