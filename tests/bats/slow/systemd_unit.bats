@@ -159,28 +159,54 @@ unit_prop() {
 	in_ns systemctl reload tagdisk@vm1
 }
 
-@test "after a SIGKILL the unit detaches the dead mount and starts again; the data is intact" {
+# mount_id: the id of the mount at /run/tagdisk/vm1 (the same mount, taken over, keeps it).
+mount_id() {
+	in_ns awk '$5 == "/run/tagdisk/vm1" { id = $1 } END { print id }' /proc/self/mountinfo
+}
+
+@test "after a SIGKILL the unit starts again and takes the same mount over; the data is intact" {
 	in_ns systemctl start tagdisk@vm1
 	in_ns sh -c 'head -c 65536 /dev/urandom >/run/data2 &&
 		dd if=/run/data2 of=/run/tagdisk/vm1/disk bs=64k seek=100 oflag=direct conv=notrunc status=none'
-	local before
+	local before mnt pid
 	before=$(unit_prop tagdisk@vm1 NRestarts)
+	mnt=$(mount_id)
+	pid=$(unit_prop tagdisk@vm1 MainPID)
+	# The fd store holds the connection and the record.
+	[ "$(unit_prop tagdisk@vm1 NFileDescriptorStore)" -eq 2 ]
 	in_ns systemctl kill -s KILL tagdisk@vm1
 	td_wait_for 120 "tagdisk@vm1 restarted and active again" eval \
 		'unit_prop tagdisk@vm1 ActiveState; [ "$(unit_prop tagdisk@vm1 NRestarts)" -gt "$before" ] &&
 			[ "$(unit_prop tagdisk@vm1 ActiveState)" = active ]' >/dev/null
 	[ "$(unit_prop tagdisk@vm1 ActiveState)" = active ]
-	# Running again means ExecStopPost= detached the dead mount: ExecStartPre='s mkdir -p
-	# fails on one (ENOTCONN), and so would tagdiskd.
+	# Not mounted again: the same mount, served by the new daemon.
+	[ "$(mount_id)" = "$mnt" ]
+	in_ns journalctl -u tagdisk@vm1 --no-pager 2>/dev/null | grep -q "took over /run/tagdisk/vm1/disk from pid $pid" ||
+		in_ns tagdiskctl -s /run/tagdisk/vm1.sock status | grep -q '^recovery    on: .* (1 takeovers'
 	in_ns sh -c 'dd if=/run/tagdisk/vm1/disk bs=64k skip=100 count=1 iflag=direct status=none |
 		cmp - /run/data2'
 }
 
-@test "systemctl stop: exit 0, unmounted, socket gone, /run/tagdisk kept" {
+@test "systemctl restart leaves the mount to the new daemon: the same mount, nothing resent" {
+	in_ns systemctl start tagdisk@vm1
+	local mnt pid
+	mnt=$(mount_id)
+	pid=$(unit_prop tagdisk@vm1 MainPID)
+	run -0 in_ns systemctl restart tagdisk@vm1
+	[ "$(unit_prop tagdisk@vm1 ActiveState)" = active ]
+	[ "$(unit_prop tagdisk@vm1 MainPID)" != "$pid" ]
+	[ "$(mount_id)" = "$mnt" ]
+	run -0 in_ns tagdiskctl -s /run/tagdisk/vm1.sock status
+	[[ "$output" == *"recovery    on: the mount outlives a crash or restart of the daemon ("*" takeovers, 0 requests resent at the last)"* ]]
+	in_ns test -f /run/tagdisk/vm1/disk
+}
+
+@test "systemctl stop: exit 0, unmounted, socket gone, fd store empty, /run/tagdisk kept" {
 	in_ns systemctl start tagdisk@vm1
 	run -0 in_ns systemctl stop tagdisk@vm1
 	[ "$(unit_prop tagdisk@vm1 Result)" = success ]
 	[ "$(unit_prop tagdisk@vm1 ExecMainStatus)" -eq 0 ]
+	[ "$(unit_prop tagdisk@vm1 NFileDescriptorStore)" -eq 0 ]
 	run -1 in_ns grep -q ' /run/tagdisk/vm1 ' /proc/self/mounts
 	run -1 in_ns test -e /run/tagdisk/vm1.sock
 	in_ns test -d /run/tagdisk
