@@ -117,6 +117,16 @@ int td_config_check(const struct td_config *c, char *err, size_t errlen)
 	 * daemon had read from /dev/fuse, not what its rings held. An explicit
 	 * uring alone turns recovery off (td_config_recovery()).
 	 */
+	/*
+	 * fusermount3's auto_unmount unmounts when the daemon dies: exactly what
+	 * recovery is there to avoid.
+	 */
+	for (size_t i = 0; i < c->nr_fuse_opts && td_config_recovery(c); i++)
+		if (strcmp(c->fuse_opts[i], "auto_unmount") == 0)
+			return td_cfg_fail(err, errlen,
+					   "-o auto_unmount: the mount would go with a crash of the "
+					   "daemon, which [disk] recovery keeps it through; set "
+					   "recovery = false to use it");
 	if (c->transport == TD_TRANSPORT_URING && c->recovery && td_config_is_set(c, KEY_DISK_RECOVERY))
 		return bad(c, KEY_DISK_TRANSPORT, "uring", err, errlen,
 			   "cannot keep the mount across a crash of the daemon ([disk] recovery ="

@@ -230,3 +230,22 @@ kills_under_fio() {
 	[[ "$output" == *"only transport classic restarts in place"* ]]
 	stop_tagdiskd
 }
+
+@test "what would defeat recovery is refused up front: auto_unmount, and uring with recovery set" {
+	run_tagdiskd --image "$TD_IMG" --size 16M --mount "$TD_MNT" --socket "$TD_SOCK" \
+		--transport classic -o auto_unmount
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"-o auto_unmount: the mount would go with a crash of the daemon"* ]]
+	printf '[disk]\nrecovery = true\ntransport = uring\n' >"$TD_DIR/both.ini"
+	run_tagdiskd -c "$TD_DIR/both.ini" --image "$TD_IMG" --size 16M --mount "$TD_MNT" \
+		--socket "$TD_SOCK"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *'transport = "uring"'*"cannot keep the mount across a crash of the daemon"* ]]
+	[ ! -e "$TD_IMG" ]
+	td_not_mounted "$TD_MNT"
+	# With recovery off, auto_unmount is the user's to ask for.
+	printf '[disk]\nrecovery = false\n' >"$TD_DIR/off.ini"
+	TD_TRANSPORT=classic start_tagdiskd --size 16M -c "$TD_DIR/off.ini" -o auto_unmount
+	[ "$(td_status recovery)" = false ]
+	stop_tagdiskd
+}
