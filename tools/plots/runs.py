@@ -123,53 +123,6 @@ class Tracer:
         wait_for("tagdiskctl trace to start", writing)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        # The image is 4 GiB sparse; only what the run wrote takes room. Not kept.
-        img = os.path.join(self.dir, "disk.img")
-        if os.path.exists(img):
-            os.unlink(img)
-        if self.proc.returncode != 0:
-            raise RunError(f"tagdiskd exited with {self.proc.returncode}; see {self.log.name}")
-
-
-class Tracer:
-    """tagdiskctl trace --blktrace FILE, from the moment it says it writes until stop()."""
-
-    def __init__(self, build, sock, path):
-        self.path = path
-        self.err = open(path + ".err", "w+")
-        self.proc = subprocess.Popen([os.path.join(build, "tagdiskctl"), "-s", sock, "trace",
-                                      "--blktrace", path], stderr=self.err)
-
-        def writing():
-            self.err.seek(0)
-            if self.proc.poll() is not None:
-                raise RunError("tagdiskctl trace exited: " + self.err.read().strip())
-            return "tagdiskctl: trace: writing" in self.err.read()
-
-        wait_for("tagdiskctl trace to start", writing)
-
-    def settle(self, quiet=0.5, secs=60):
-        """Wait until the trace file has not grown for @quiet seconds: the daemon holds each
-        event back for its reorder window (100 ms) and writes it once the window has passed,
-        so the last ones of a run arrive that long after the I/O ended."""
-        size, since, end = -1, time.monotonic(), time.monotonic() + secs
-        while time.monotonic() < end:
-            now = os.path.getsize(self.path) if os.path.exists(self.path) else 0
-            if now != size:
-                size, since = now, time.monotonic()
-            elif time.monotonic() - since >= quiet:
-                return
-            time.sleep(0.05)
-
-    def stop(self):
         """Return tagdiskctl's closing line (events written). Raise RunError when it failed,
         which it does when the daemon dropped events."""
         self.proc.send_signal(signal.SIGINT)
