@@ -109,6 +109,8 @@ void td_store_close(struct td_store *s, bool remove_if_created) td_nonnull(1);
 
 /* Send @state (e.g. "READY=1\nSTATUS=serving") to the service manager. Return: 0 or -errno. */
 int td_notify(const char *state) td_nonnull(1);
+/* td_notify() with @fd attached (SCM_RIGHTS; -1: none), for FDSTORE=1. */
+int td_notify_fd(const char *state, int fd) td_nonnull(1);
 /* printf-style td_notify(). */
 int td_notifyf(const char *fmt, ...) td_printf(1, 2);
 

@@ -20,7 +20,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include "common/log.h"
 #include "daemon/fuse_uring_int.h"
 
@@ -131,22 +130,10 @@ struct td_ring_loop *td_ring_pick_helper(struct td_fuse_uring *u, struct td_ring
 
 void td_ring_hand_over(struct td_ring_loop *to, struct td_ring_ent *e)
 {
-	bool wake;
-
 	if (!to->home && !e->loaded) {
 		e->loaded = true;
 		atomic_fetch_add_explicit(&to->load, 1, memory_order_relaxed);
 	}
 	td_ring_set_owner(e, to);
-	td_mutex_lock(&to->lock);
-	e->next = NULL;
-	if (to->work_tail)
-		to->work_tail->next = e;
-	else
-		to->work_head = e;
-	to->work_tail = e;
-	td_ring_wake_locked(to, &wake);
-	td_mutex_unlock(&to->lock);
-	if (wake)
-		eventfd_write(to->efd, 1);
+	td_ring_push(to, &to->work_head, &to->work_tail, e);
 }

@@ -178,6 +178,12 @@ static inline void td_ring_set_owner(struct td_ring_ent *e, struct td_ring_loop 
 
 /* fuse_uring_loop.c: the thread function of every loop, queue or helper. */
 void *td_ring_loop_thread(void *arg);
+/*
+ * Append @e to one of @l's lists (@head/@tail: its commit or work list), under
+ * its lock, and wake its thread unless a wake-up is already on its way.
+ */
+void td_ring_push(struct td_ring_loop *l, struct td_ring_ent **head, struct td_ring_ent **tail,
+		  struct td_ring_ent *e);
 /* Put the replied @e on @l's commit list (from another thread than @l's). */
 void td_ring_push_commit(struct td_ring_loop *l, struct td_ring_ent *e);
 /* Wake @l's thread unless a wake-up is already on its way. @l's lock held. */

@@ -96,21 +96,27 @@ void td_ring_wake_locked(struct td_ring_loop *l, bool *wake)
 	l->wake_pending = true;
 }
 
-void td_ring_push_commit(struct td_ring_loop *l, struct td_ring_ent *e)
+void td_ring_push(struct td_ring_loop *l, struct td_ring_ent **head, struct td_ring_ent **tail,
+		  struct td_ring_ent *e)
 {
 	bool wake;
 
 	td_mutex_lock(&l->lock);
 	e->next = NULL;
-	if (l->commit_tail)
-		l->commit_tail->next = e;
+	if (*tail)
+		(*tail)->next = e;
 	else
-		l->commit_head = e;
-	l->commit_tail = e;
+		*head = e;
+	*tail = e;
 	td_ring_wake_locked(l, &wake);
 	td_mutex_unlock(&l->lock);
 	if (wake)
 		eventfd_write(l->efd, 1);
+}
+
+void td_ring_push_commit(struct td_ring_loop *l, struct td_ring_ent *e)
+{
+	td_ring_push(l, &l->commit_head, &l->commit_tail, e);
 }
 
 /*

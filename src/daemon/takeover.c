@@ -26,6 +26,7 @@
 #include <systemd/sd-bus.h>
 #endif
 #include "common/log.h"
+#include "daemon/daemon.h"
 #include "daemon/mounts.h"
 #include "daemon/takeover.h"
 
@@ -303,50 +304,6 @@ _Atomic uint32_t *td_takeover_opens(struct td_takeover *t)
 
 /* ---- the service manager's fd store --------------------------------------------------------- */
 
-/* Send @state to $NOTIFY_SOCKET with @fd attached (-1: none). Return: 0, 1 without a manager, or -errno. */
-static int notify_fd(const char *state, int fd)
-{
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = { (void *)state, strlen(state) };
-	struct msghdr msg = { .msg_name = &sa, .msg_iov = &iov, .msg_iovlen = 1 };
-	size_t len;
-	int sock, ret = 0;
-
-	if (!path || !*path)
-		return 1;
-	len = strlen(path);
-	if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
-		return -EINVAL;
-	memcpy(sa.sun_path, path, len);
-	if (sa.sun_path[0] == '@')
-		sa.sun_path[0] = '\0';
-	msg.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (sock < 0)
-		return -errno;
-	if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0)
-		ret = -errno;
-	close(sock);
-	return ret;
-}
-
 bool td_takeover_has_store(void)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
@@ -360,12 +317,14 @@ int td_takeover_store(struct td_takeover *t)
 
 	if (t->fuse_fd < 0 || t->state_fd < 0)
 		return -EINVAL;
-	ret = notify_fd("FDSTORE=1\nFDNAME=" TD_TAKEOVER_STATE_NAME, t->state_fd);
+	if (!td_takeover_has_store())
+		return 0;
+	ret = td_notify_fd("FDSTORE=1\nFDNAME=" TD_TAKEOVER_STATE_NAME, t->state_fd);
 	if (!ret)
-		ret = notify_fd("FDSTORE=1\nFDNAME=" TD_TAKEOVER_FUSE_NAME, t->fuse_fd);
-	if (ret < 0)
+		ret = td_notify_fd("FDSTORE=1\nFDNAME=" TD_TAKEOVER_FUSE_NAME, t->fuse_fd);
+	if (ret)
 		return ret;
-	t->stored = ret == 0;
+	t->stored = true;
 	return 0;
 }
 
@@ -373,8 +332,8 @@ void td_takeover_unstore(struct td_takeover *t)
 {
 	if (!t->stored)
 		return;
-	notify_fd("FDSTOREREMOVE=1\nFDNAME=" TD_TAKEOVER_FUSE_NAME, -1);
-	notify_fd("FDSTOREREMOVE=1\nFDNAME=" TD_TAKEOVER_STATE_NAME, -1);
+	td_notify("FDSTOREREMOVE=1\nFDNAME=" TD_TAKEOVER_FUSE_NAME);
+	td_notify("FDSTOREREMOVE=1\nFDNAME=" TD_TAKEOVER_STATE_NAME);
 	t->stored = false;
 }
 
