@@ -69,7 +69,7 @@ layer_objs = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(2),$(wildcard src/$(1)/*
 COMMON_OBJS := $(call layer_objs,common,)
 ENGINE_OBJS := $(call layer_objs,engine,)
 DAEMON_OBJS := $(call layer_objs,daemon,src/daemon/tagdiskd.c)
-CTL_OBJS    := $(call layer_objs,ctl,src/ctl/tagdiskctl.c)
+CTL_OBJS    := $(call layer_objs,ctl,src/ctl/tagdiskctl.c src/ctl/tagdisk_replay.c)
 
 LIBTD     := $(BUILD)/libtagdisk.a
 LIBCOMMON := $(BUILD)/libtdcommon.a
@@ -85,7 +85,7 @@ HEADERS    := $(wildcard include/tagdisk/*.h src/*/*.h)
 .PHONY: all check unit check-unit check-bats check-headers deps asan tsan check-valgrind \
 	bench bench-engine run install uninstall clean fuzz stress
 
-all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
+all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(BUILD)/tagdisk-replay $(LIBTD)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -115,6 +115,11 @@ $(BUILD)/tagdiskd: $(BUILD)/src/daemon/tagdiskd.o $(LIBS)
 $(BUILD)/tagdiskctl: $(BUILD)/src/ctl/tagdiskctl.o $(LIBCTL) $(LIBCOMMON)
 	@$(if $(Q),echo '  LD      $@')
 	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON) $(JSON_LIBS) -lm
+
+# tagdisk-replay: rebuilds a disk from a write log; needs no daemon (src/ctl/replay.h).
+$(BUILD)/tagdisk-replay: $(BUILD)/src/ctl/tagdisk_replay.o $(LIBCTL) $(LIBCOMMON)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON)
 
 $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)

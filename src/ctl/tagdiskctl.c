@@ -143,6 +143,10 @@ static const struct td_ctl_command commands[] = {
 	  .check = td_ctl_check_iostat, .run = td_ctl_run_iostat },
 	{ .name = "top", .usage = "top [-i SECONDS] [-n COUNT]", .repeats = true,
 	  .run = td_ctl_run_top },
+	{ .name = "log", .usage = "log [start FILE | stop]", .max_args = 2, .run = td_ctl_run_log,
+	  .print = td_ctl_print_log },
+	{ .name = "mark", .usage = "mark NAME", .min_args = 1, .max_args = 1,
+	  .run = td_ctl_run_simple, .print = td_ctl_print_mark },
 };
 
 /*
