@@ -7,7 +7,7 @@ packages=(
 	build-essential pkg-config
 	libfuse3-dev liburing-dev fuse3 libiniparser-dev libcmocka-dev libjson-c-dev
 	bats bats-assert bats-support
-	fio valgrind e2fsprogs util-linux kmod procps psmisc
+	fio valgrind e2fsprogs xfsprogs util-linux kmod procps psmisc
 	python3 jq blktrace systemd man-db groff-base
 	clang libclang-rt-14-dev
 	librbd-dev libnbd-dev nbdkit ceph-mon ceph-mgr ceph-osd ceph-common

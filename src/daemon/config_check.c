@@ -322,9 +322,12 @@ static int check_log_path(const struct td_config *c, char *err, size_t errlen)
 	if (!dir)
 		return td_cfg_nomem(err, errlen);
 	td_cfg_escape(dir, quoted, sizeof(quoted));
-	if (stat(dir, &st) < 0)
+	if (stat(dir, &st) < 0 && errno == ENOENT)
+		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen,
+			  "directory \"%s\" does not exist", quoted);
+	else if (stat(dir, &st) < 0)
 		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "directory \"%s\": %s", quoted,
-			  errno == ENOENT ? "does not exist" : strerror(errno));
+			  strerror(errno));
 	else if (!S_ISDIR(st.st_mode))
 		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "\"%s\" is not a directory",
 			  quoted);
