@@ -661,9 +661,16 @@ static int crash_epoch(struct run *r, uint64_t es, uint64_t ee)
 
 		ret = apply_kept(r, d, keep, m, &u, &nu);
 		if (!ret) {
+			const char *prefix_mark = r->mark;
+
+			/* The marks before the crash point were logged: what they vouch for holds. */
+			for (uint64_t i = es; i <= d[point - 1]; i++)
+				if (r->v[i].mark)
+					r->mark = r->v[i].mark;
 			snprintf(state, sizeof(state), "crash %zu/%u", nseen, want);
 			r->crash_checked++;
 			ret = run_check(r, d[point - 1], state, why, sizeof(why));
+			r->mark = prefix_mark;
 			if (ret == TD_REPLAY_CHECK_FAILED) {
 				kept_list(d, keep, m, list, sizeof(list));
 				say(r, "check failed at entry %" PRIu64 ", crash state %zu of the epoch "

@@ -34,7 +34,10 @@
  * the epoch, keeps every FUA write before it (durable when it completed) and
  * each other write or discard before it with probability 1/2, and applies
  * the kept ones in log order (so of two overlapping writes both kept, the
- * later wins). The target is restored after each state that passes. The
+ * later wins). Its check sees TD_REPLAY_ENTRY = the crash point's entry and
+ * TD_REPLAY_MARK = the last mark before it: what that mark vouched for (an
+ * fsync had returned) must survive the crash. The target is restored after
+ * each state that passes. The
  * choices come from --seed and the epoch's first entry number: the same log
  * and seed give the same states.
  *
