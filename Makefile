@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # tagdisk - a virtual disk daemon with a 2.6-style block layer behind FUSE.
 #
-#   make              build tagdiskd, tagdiskctl and libtagdisk.a
+#   make              build tagdiskd, tagdiskctl, tagdisk-replay and libtagdisk.a
 #   make check        install missing Debian packages, run unit + integration tests
 #                     and a short fuzz run; ends with "N passed, N failed"
 #   make run          serve a 1 GiB sparse tagdisk.img at ./mnt/disk in the foreground
@@ -265,7 +265,7 @@ fuzz-check:
 # ---- install, uninstall, run, man pages ----------------------------------------------------
 #
 # make install [PREFIX=/usr/local] [DESTDIR=DIR]
-#   tagdiskd (SBINDIR), tagdiskctl (BINDIR), tagdisk@.service (UNITDIR), the man pages
+#   tagdiskd (SBINDIR), tagdiskctl and tagdisk-replay (BINDIR), tagdisk@.service (UNITDIR), the man pages
 #   (MANDIR/man8, man5), the bash completion (BASHCOMPDIR/tagdiskctl), and
 #   SYSCONFDIR/tagdisk/example.ini unless one is there already (it may hold local edits).
 # make uninstall
@@ -284,7 +284,7 @@ fuzz-check:
 INSTALL ?= install
 UNIT_IN := systemd/tagdisk@.service.in
 UNIT    := $(BUILD)/tagdisk@.service
-MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8
+MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8 docs/tagdisk-replay.8
 MAN5    := docs/tagdisk.ini.5
 EXAMPLE_INI = $(DESTDIR)$(SYSCONFDIR)/tagdisk/example.ini
 
@@ -307,6 +307,7 @@ install: all systemd-unit
 		$(DESTDIR)$(SYSCONFDIR)/tagdisk
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskd $(DESTDIR)$(SBINDIR)/tagdiskd
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskctl $(DESTDIR)$(BINDIR)/tagdiskctl
+	$(INSTALL) -m 0755 $(BUILD)/tagdisk-replay $(DESTDIR)$(BINDIR)/tagdisk-replay
 	$(INSTALL) -m 0644 $(UNIT) $(DESTDIR)$(UNITDIR)/tagdisk@.service
 	$(INSTALL) -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5
@@ -321,6 +322,7 @@ install: all systemd-unit
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/tagdiskd $(DESTDIR)$(BINDIR)/tagdiskctl \
+		$(DESTDIR)$(BINDIR)/tagdisk-replay \
 		$(DESTDIR)$(UNITDIR)/tagdisk@.service \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man8/%,$(notdir $(MAN8))) \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man5/%,$(notdir $(MAN5))) \
