@@ -13,18 +13,25 @@
  * issued to the drive; a mark when it is asked for. Reserving numbers the
  * entry and gives it its place in the file, and costs a short hold of the
  * log's lock (no I/O), so the queue does it under its own lock, where
- * completion and dispatch are ordered. The entry is written later, with no
+ * completion and dispatch are ordered. The entry is filled in later, with no
  * lock held: a write's before its bios end (their buffers hold the data), a
  * flush's when the flush ends (a flush that failed leaves a mark named
  * TD_WLOG_FLUSH_FAILED in its place). A write of zeroes is logged as a write
- * whose data is zeroes: its data sectors are left as a hole in the log file.
+ * whose data is zeroes.
  *
- * The file is valid at any moment: entries may be written in any order, but
- * the super block counts only the entries before the first one not yet
- * written, and is rewritten (after the entries it counts) whenever that
- * prefix passes a flush, FUA or mark entry, every TD_WLOG_SUPER_EVERY entries,
- * and when the log stops. A daemon killed at any moment leaves a log that
- * replays correctly up to its last flush at least.
+ * Filling in a write copies it into a staging ring of TD_WLOG_RING_BYTES in
+ * memory (it waits only when the ring is full); a writer thread, td-wlog,
+ * writes the ring to the file in order, in large calls, so the data path
+ * pays a memcpy rather than a write to the file. A flush's end, and a mark,
+ * wait until the writer has written everything before them and the super
+ * block counts them (unless an earlier flush is still at the drive): when an
+ * fsync returns, the log file says so.
+ *
+ * The file is valid at any moment: the super block counts only entries that
+ * are in the file, and is rewritten (after the entries it counts) whenever
+ * the writer has passed a flush, FUA or mark entry, every TD_WLOG_SUPER_EVERY
+ * entries, and when the log stops. A daemon killed at any moment leaves a log
+ * that replays correctly up to its last flush at least.
  *
  * When writing the log fails (the file system holding it is full, say), the
  * log stops recording and says why in its status; the entries written before
@@ -37,11 +44,14 @@
  * an entry reserved in one session is never written in another.
  *
  * LOCKING: an internal mutex, the log lock, guards the session, the
- * numbering and the entries reserved and not yet written; it is taken after
- * every queue lock and never held across I/O (lock order: tagdisk/queue.h).
- * td_wlog_reserve_write() and td_wlog_reserve_flush() may be called with
- * queue locks held; td_wlog_write_batch(), td_wlog_mark(), td_wlog_start()
- * and td_wlog_stop() do I/O and must be called with no tagdisk lock held. A
+ * numbering, the ring's bookkeeping and the entries reserved and not yet
+ * written; it is taken after every queue lock and held across I/O only by
+ * td_wlog_stop() (lock order: tagdisk/queue.h). td_wlog_reserve_write() and
+ * td_wlog_reserve_flush() may be called with queue locks held;
+ * td_wlog_write_batch(), td_wlog_write_flushes(), td_wlog_mark(),
+ * td_wlog_start() and td_wlog_stop() wait and do I/O and must be called with
+ * no tagdisk lock held, and a thread must fill in the writes it reserved
+ * before it ends a flush (td_wlog_write_batch() does, in that order). A
  * second mutex serialises start, stop and mark.
  */
 #ifndef TAGDISK_WLOG_H
@@ -64,6 +74,8 @@
 #define TD_WLOG_SUPER_EVERY 1024
 /* Writes a batch holds (a completion reserves and writes them in chunks of this many). */
 #define TD_WLOG_BATCH 32
+/* The staging ring's size: memory a recording log holds. */
+#define TD_WLOG_RING_BYTES (16U << 20)
 
 struct td_wlog;
 
@@ -167,7 +179,8 @@ int td_wlog_stop(struct td_wlog *wl, struct td_wlog_status *st) td_nonnull(1);
 
 /*
  * Add a mark entry named @name (1..td_wlog_mark_max() bytes, no NUL) after
- * every entry reserved so far, and write it. *@index gets its entry number.
+ * every entry reserved so far, and wait until it is written and counted as
+ * a flush's end does. *@index gets its entry number.
  * Return: 0; -ENOENT when not recording; -EINVAL for a bad name; -EIO when
  * writing failed (the log then fails).
  */
@@ -215,16 +228,19 @@ static inline void td_wlog_batch_add_flush(struct td_wlog_batch *b, struct td_wl
 }
 
 /*
- * Write every entry of @b, in as few calls as their places allow, and empty
- * it; the data of writes is read from their bios now. Call with no tagdisk
+ * Fill in every entry of @b and empty it: the writes first (their data is
+ * copied from their bios now, waiting for room in the ring if it is full),
+ * then the flushes (each waits until the writer has written everything
+ * before it, then until the super block counts it). Call with no tagdisk
  * lock held, before the bios of the writes end.
  */
 void td_wlog_write_batch(struct td_wlog *wl, struct td_wlog_batch *b) td_nonnull(1, 2);
 
 /*
- * Write the entries of the flushes chained from @chain (through ->next, each
- * with its ->err set by td_wlog_batch_add_flush() or by the caller), as
- * td_wlog_write_batch() does. Call with no tagdisk lock held.
+ * Fill in the entries of the flushes chained from @chain (through ->next,
+ * each with its ->err set by td_wlog_batch_add_flush() or by the caller), as
+ * td_wlog_write_batch() does, and free them. Call with no tagdisk lock held,
+ * holding no write reserved and not yet filled in.
  */
 void td_wlog_write_flushes(struct td_wlog *wl, struct td_wlog_slot *chain) td_nonnull(1);
 
