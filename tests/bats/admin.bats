@@ -73,7 +73,7 @@ assert list(d) == ["ok", "commands"], list(d)
 assert d["ok"] is True
 names = [c["name"] for c in d["commands"]]
 assert names == ["help", "status", "stats", "tags", "reset", "elevator", "depth", "inject",
-                 "powerfail", "trace"], names
+                 "powerfail", "trace", "log", "mark"], names
 for c in d["commands"]:
     assert sorted(c) == ["help", "name", "usage"], c
     assert c["usage"].split()[0] == c["name"], c
@@ -93,7 +93,7 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", 
   "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
   + (["uring_requests", "uring_entries", "uring_helpers"] if d["transport"] == "uring" else [])
-  + ["resets", "timeouts", "errors", "rate"])'
+  + ["resets", "timeouts", "errors", "rate", "log"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed
