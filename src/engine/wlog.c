@@ -314,6 +314,34 @@ static bool recording_locked(const struct td_wlog *wl)
 
 /* ---- the writer ------------------------------------------------------------------------- */
 
+static void ring_put(struct td_wlog *wl, uint64_t off, const void *src, size_t len);
+
+/*
+ * The flushes not yet ended whose sectors lie in [@start, @end) (less than a
+ * ring apart, so those bytes of the ring are theirs): a stand-in in the ring,
+ * which their end overwrites in the file. A crash in between leaves a valid
+ * entry there, and nothing of the ring's past.
+ */
+static void stand_in_held_locked(struct td_wlog *wl, uint64_t start, uint64_t end)
+{
+	uint8_t sector[4096];
+	bool built = false;
+	struct td_list *pos;
+
+	td_list_for_each(pos, &wl->held) {
+		struct td_wlog_slot *s = td_list_entry(pos, struct td_wlog_slot, node);
+
+		if (s->off < start)
+			continue;
+		if (s->off >= end)
+			break;
+		if (!built)
+			mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_UNFINISHED);
+		built = true;
+		ring_put(wl, s->off, sector, wl->sectorsize);
+	}
+}
+
 /* Write file bytes [@start, @end) from the ring. Return: 0 or a negative errno. */
 static int write_from_ring(struct td_wlog *wl, int fd, uint64_t start, uint64_t end)
 {
@@ -352,6 +380,7 @@ static void *writer_main(void *arg)
 			bool skip = wl->state == TD_WLOG_FAILED;
 			uint64_t valid = wl->super_count;
 
+			stand_in_held_locked(wl, start, end);
 			wl->writer_busy = true;
 			td_mutex_unlock(&wl->lock);
 			if (!skip)

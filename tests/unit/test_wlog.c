@@ -361,6 +361,7 @@ static void test_wlog_write_error_stops_recording(void **state)
 	char err[256];
 
 	(void)state;
+	memset(data, 0x5a, 64 * 1024);
 	tmp_make(&t);
 	signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
