@@ -199,9 +199,17 @@ static const char *entry_problem(const struct run *r, const uint8_t *hdr,
 /* Index every entry the super block counts. Return: 0 or TD_REPLAY_BAD_INPUT. */
 static int read_entries(struct run *r)
 {
-	uint8_t *hdr = malloc(r->ss);
+	uint8_t *hdr;
 	uint64_t off = r->ss;
 
+	/* Each entry takes a sector at least: a count the file cannot hold is a truncation. */
+	if (r->s.nr_entries > (r->lsize - r->ss) / r->ss) {
+		say(r, "%s is truncated: the super block counts %" PRIu64 " entries, but the file "
+		       "ends at byte %" PRIu64 ", room for %" PRIu64 " at most",
+		    r->o->log, r->s.nr_entries, r->lsize, (r->lsize - r->ss) / r->ss);
+		return TD_REPLAY_BAD_INPUT;
+	}
+	hdr = malloc(r->ss);
 	r->v = calloc(r->s.nr_entries ? r->s.nr_entries : 1, sizeof(*r->v));
 	if (!hdr || !r->v) {
 		free(hdr);
