@@ -286,3 +286,23 @@ PY
 	run "$REPLAY" --log "$TD_DIR/kernel.wlog" --replay "$TD_DIR/target.img"
 	assert_success
 }
+
+@test "a powerfail while logging marks the log where the disk lost its unflushed writes" {
+	printf '[drive]\nwrite_cache = volatile\n' >"$TD_DIR/volatile.ini"
+	start_tagdiskd --size 16M -c "$TD_DIR/volatile.ini"
+	run td_ctl log start "$TD_DIR/pf.wlog"
+	assert_success
+	dd if=/dev/urandom of="$TD_DISK" bs=4k count=4 oflag=direct conv=notrunc status=none
+	disk_fsync
+	dd if=/dev/urandom of="$TD_DISK" bs=4k count=2 seek=8 oflag=direct conv=notrunc status=none
+	run td_ctl --json powerfail keep=0
+	assert_success
+	# Entries 0-3 the writes, 4 the flush, 5-6 the unflushed writes, 7 the mark.
+	[ "$(jq -r .log_entry <<<"$output")" = 7 ]
+	[ "$(jq -r .lost_writes <<<"$output")" = 2 ]
+	run td_ctl log stop
+	assert_success
+	run "$REPLAY" --log "$TD_DIR/pf.wlog" --find --end-mark tagdisk-powerfail
+	assert_output "7@57"
+	stop_tagdiskd
+}
