@@ -329,7 +329,7 @@ static int choose_range(struct run *r)
 	return TD_REPLAY_BAD_INPUT;
 }
 
-/* Return: the sector (in log sectors) just past entry @x's header and data, as replay-log counts. */
+/* Return: the log sector just past entry @x (header and data), as replay-log counts it. */
 static uint64_t pos_after(const struct run *r, const struct rent *x)
 {
 	return (x->off + r->ss + td_wlog_entry_data_sectors(&x->e) * r->ss) / r->ss;
