@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The write log (docs/tagdisk-replay.8, docs/crash-testing.md): random fio writes with
 # flushes, replayed to every flush point, compared with a copy of the disk taken at that
-# flush, in rq, mq and bio modes and with 4 KiB blocks; the log, mark and status commands
+# flush, in rq, mq and bio modes, with a volatile write cache and with 4 KiB blocks; the log, mark and status commands
 # and their errors; a log stays valid through kill -9 (every fsync the writer saw returned is
 # in it) and ends with the final flush after SIGTERM; and tagdisk-replay refuses bad input
 # with one line, writing nothing.
@@ -89,6 +89,11 @@ flush_points() {
 
 @test "the same in bio mode" {
 	flush_points 3 16M --mode bio
+}
+
+@test "the same with a volatile write cache: what the drive acknowledged into its cache is logged" {
+	printf '[drive]\nwrite_cache = volatile\ncache_size = 4M\n' >"$TD_DIR/volatile.ini"
+	flush_points 3 16M -c "$TD_DIR/volatile.ini"
 }
 
 @test "the same with 4 KiB logical blocks: the log's sectors are 4 KiB" {
