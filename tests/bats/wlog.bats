@@ -3,7 +3,8 @@
 # flushes, replayed to every flush point, compared with a copy of the disk taken at that
 # flush, in rq, mq and bio modes, with a volatile write cache and with 4 KiB blocks; the log, mark and status commands
 # and their errors; a log stays valid through kill -9 (every fsync the writer saw returned is
-# in it) and ends with the final flush after SIGTERM; and tagdisk-replay refuses bad input
+# in it and counted, even with the super block's writes slowed down by wlog_slow_super.c) and
+# ends with the final flush after SIGTERM; and tagdisk-replay refuses bad input
 # with one line, writing nothing.
 
 load helpers
@@ -236,6 +237,35 @@ for i in range(max(0, last - 4095), last + 1):
     want = (hashlib.sha256(b"%d" % i).digest() * 128)[:4096]
     assert os.pread(fd, 4096, (i % 4096) * 4096) == want, "record %d (fsynced) missing" % i
 print("records up to %d intact" % last, file=sys.stderr)
+PY
+}
+
+@test "kill -9 right after fsyncs return, the super block's writes slowed down: every fsynced write is counted" {
+	# wlog_slow_super.c: each write of the log's super block waits 100 ms first, so a count
+	# that lags its flush would be caught by the kill.
+	cc -shared -fPIC -o "$TD_DIR/slow_super.so" "$BATS_TEST_DIRNAME/wlog_slow_super.c" -ldl
+	TD_WRAPPER="env LD_PRELOAD=$TD_DIR/slow_super.so WLOG_SUPER_DELAY_US=100000" \
+		start_tagdiskd --size 16M
+	truncate -s 16M "$TD_DIR/zero.img"
+	run td_ctl log start "$TD_DIR/slow.wlog"
+	assert_success
+	python3 -c "$WRITER_PY" "$TD_DISK" >"$TD_DIR/acked" 2>/dev/null &
+	WRITER=$!
+	td_wait_for 120 "20 fsyncs acknowledged" eval '[ "$(wc -l <"$TD_DIR/acked")" -ge 20 ]' \
+		>/dev/null
+	td_kill9
+	wait "$WRITER" || true
+	WRITER=
+	last=$(tail -n 1 "$TD_DIR/acked")
+	run "$REPLAY" --log "$TD_DIR/slow.wlog" --replay "$TD_DIR/zero.img"
+	assert_success
+	python3 - "$TD_DIR/zero.img" "$last" <<'PY'
+import hashlib, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+last = int(sys.argv[2])
+for i in range(max(0, last - 4095), last + 1):
+    want = (hashlib.sha256(b"%d" % i).digest() * 128)[:4096]
+    assert os.pread(fd, 4096, (i % 4096) * 4096) == want, "record %d (fsynced) missing" % i
 PY
 }
 
