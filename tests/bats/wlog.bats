@@ -244,7 +244,9 @@ PY
 	# wlog_slow_super.c: each write of the log's super block waits 100 ms first, so a count
 	# that lags its flush would be caught by the kill.
 	cc -shared -fPIC -o "$TD_DIR/slow_super.so" "$BATS_TEST_DIRNAME/wlog_slow_super.c" -ldl
-	TD_WRAPPER="env LD_PRELOAD=$TD_DIR/slow_super.so WLOG_SUPER_DELAY_US=100000" \
+	# An ASan build checks that its runtime comes first; the shim only wraps pwritev.
+	TD_WRAPPER="env LD_PRELOAD=$TD_DIR/slow_super.so WLOG_SUPER_DELAY_US=100000
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
 		start_tagdiskd --size 16M
 	truncate -s 16M "$TD_DIR/zero.img"
 	run td_ctl log start "$TD_DIR/slow.wlog"
