@@ -2,7 +2,7 @@
 # tagdisk - a virtual disk daemon with a 2.6-style block layer behind FUSE.
 #
 # `make help` lists every target with what it needs and how long it takes. In short:
-#   make              build tagdiskd, tagdiskctl and libtagdisk.a
+#   make              build tagdiskd, tagdiskctl, tagdisk-replay and libtagdisk.a
 #   make run          serve a 1 GiB sparse tagdisk.img at ./mnt/disk in the foreground
 #   make check        unit + integration tests and a short fuzz run; "N passed, N failed"
 #   make install      PREFIX=/usr/local, DESTDIR honoured
@@ -92,7 +92,7 @@ layer_objs = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(2),$(wildcard src/$(1)/*
 COMMON_OBJS := $(call layer_objs,common,)
 ENGINE_OBJS := $(call layer_objs,engine,$(ENGINE_LEFT_OUT))
 DAEMON_OBJS := $(call layer_objs,daemon,src/daemon/tagdiskd.c)
-CTL_OBJS    := $(call layer_objs,ctl,src/ctl/tagdiskctl.c)
+CTL_OBJS    := $(call layer_objs,ctl,src/ctl/tagdiskctl.c src/ctl/tagdisk_replay.c)
 
 LIBTD     := $(BUILD)/libtagdisk.a
 LIBCOMMON := $(BUILD)/libtdcommon.a
@@ -110,7 +110,7 @@ HEADERS    := $(wildcard include/tagdisk/*.h src/*/*.h)
 .PHONY: all check unit check-unit check-bats check-headers deps asan tsan check-valgrind \
 	bench bench-engine run install uninstall clean fuzz stress
 
-all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(LIBTD)
+all: $(BUILD)/tagdiskd $(BUILD)/tagdiskctl $(BUILD)/tagdisk-replay $(LIBTD)
 
 # ---- what each target needs -----------------------------------------------------------
 # $(call deps,GROUP...): tests/deps.sh installs (as root) or names the missing Debian
@@ -195,6 +195,11 @@ $(BUILD)/tagdiskctl: $(BUILD)/src/ctl/tagdiskctl.o $(LIBCTL) $(LIBCOMMON)
 	@$(if $(Q),echo '  LD      $@')
 	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON) $(JSON_LIBS) -lm
 
+# tagdisk-replay: rebuilds a disk from a write log; needs no daemon (src/ctl/replay.h).
+$(BUILD)/tagdisk-replay: $(BUILD)/src/ctl/tagdisk_replay.o $(LIBCTL) $(LIBCOMMON)
+	@$(if $(Q),echo '  LD      $@')
+	$(Q)$(CC) $(TD_LDFLAGS) $(LDFLAGS) -o $@ $< $(LIBCTL) $(LIBCOMMON)
+
 $(BUILD)/tests/%.o: tests/unit/%.c $(FEATURES_STAMP) | check-build-deps check-unit-deps
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
@@ -251,9 +256,9 @@ SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 # files too slow (or too specialised) for make check.
 ASAN_BATS := tests/bats/daemon.bats tests/bats/disk_semantics.bats tests/bats/fio_verify.bats \
 	tests/bats/crash.bats $(wildcard tests/bats/admin.bats) tests/bats/slow/resets_under_fio.bats \
-	tests/bats/nbd.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats
 TSAN_BATS := tests/bats/slow/resets_under_fio.bats $(wildcard tests/bats/reset_load.bats) \
-	tests/bats/nbd.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats
 # Run again over FUSE io_uring (TD_TRANSPORT=uring): "@uring-pass" stands for the files of make
 # check's uring pass (URING_BATS in tests/run-tests.sh); then the idle-write test with its shim,
 # and the transport's own file.
@@ -374,8 +379,8 @@ fuzz-check:
 # ---- install, uninstall, run, man pages ----------------------------------------------------
 #
 # make install [PREFIX=/usr/local] [DESTDIR=DIR]
-#   tagdiskd (SBINDIR), tagdiskctl (BINDIR), tagdisk@.service (UNITDIR), the man pages
-#   (MANDIR/man8, man5), the admin protocol (DOCDIR/protocol.md, which the man pages
+#   tagdiskd (SBINDIR), tagdiskctl and tagdisk-replay (BINDIR), tagdisk@.service (UNITDIR), the
+#   man pages (MANDIR/man8, man5), the admin protocol (DOCDIR/protocol.md, which the man pages
 #   name), the bash completion (BASHCOMPDIR/tagdiskctl), and
 #   SYSCONFDIR/tagdisk/example.ini unless one is there already (it may hold local edits).
 # make uninstall
@@ -395,7 +400,7 @@ fuzz-check:
 INSTALL ?= install
 UNIT_IN := systemd/tagdisk@.service.in
 UNIT    := $(BUILD)/tagdisk@.service
-MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8
+MAN8    := docs/tagdiskd.8 docs/tagdiskctl.8 docs/tagdisk-replay.8
 MAN5    := docs/tagdisk.ini.5
 DOCS    := docs/protocol.md
 EXAMPLE_INI = $(DESTDIR)$(SYSCONFDIR)/tagdisk/example.ini
@@ -419,6 +424,7 @@ install: all systemd-unit
 		$(DESTDIR)$(SYSCONFDIR)/tagdisk $(DESTDIR)$(DOCDIR)
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskd $(DESTDIR)$(SBINDIR)/tagdiskd
 	$(INSTALL) -m 0755 $(BUILD)/tagdiskctl $(DESTDIR)$(BINDIR)/tagdiskctl
+	$(INSTALL) -m 0755 $(BUILD)/tagdisk-replay $(DESTDIR)$(BINDIR)/tagdisk-replay
 	$(INSTALL) -m 0644 $(UNIT) $(DESTDIR)$(UNITDIR)/tagdisk@.service
 	$(INSTALL) -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5
@@ -434,6 +440,7 @@ install: all systemd-unit
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/tagdiskd $(DESTDIR)$(BINDIR)/tagdiskctl \
+		$(DESTDIR)$(BINDIR)/tagdisk-replay \
 		$(DESTDIR)$(UNITDIR)/tagdisk@.service \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man8/%,$(notdir $(MAN8))) \
 		$(patsubst %,$(DESTDIR)$(MANDIR)/man5/%,$(notdir $(MAN5))) \

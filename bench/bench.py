@@ -34,8 +34,11 @@ noop, now out of it), so a job runs 2 s, not 3: `make bench` takes about 20 minu
 
 Then: fio psync numjobs=4 random writes with and without FOPEN_PARALLEL_DIRECT_WRITES,
 the trace row (4k randrw QD32 for 10 s with and without `tagdiskctl trace --blktrace`:
-IOPS ratio and dropped events), the restart row (bench/bench_restart.py: the I/O pause
-when tagdiskd is killed 20 times and taken over, and when it restarts in place), and the HDD model experiment (TCQ depth 1 vs 32; noop vs
+IOPS ratio and dropped events), the logging row (4k randwrite and randread QD32 with and
+without the write log recording to a file beside the images, on tmpfs unless --on-disk:
+IOPS ratios, and the log's size), the restart row (bench/bench_restart.py: the I/O pause
+when tagdiskd is killed 20 times and taken over, and when it restarts in place), and the
+HDD model experiment (TCQ depth 1 vs 32; noop vs
 deadline on a mixed load); these three leave tagdiskd's transport at its default (auto)
 and print the one it chose.
 
@@ -276,6 +279,9 @@ def main():
     ap.add_argument("--only-restart", action="store_true",
                     help="run only the restart row (bench/bench_restart.py)")
     ap.add_argument("--trace-runtime", type=int, default=10, help="seconds per trace-row run")
+    ap.add_argument("--only-log", action="store_true", help="run only the logging row")
+    ap.add_argument("--log-runtime", type=int, default=2, help="seconds per logging-row run")
+    ap.add_argument("--log-rounds", type=int, default=9, help="pairs of logging-row runs")
     ap.add_argument("--workers", type=int, default=None,
                     help="[drive] workers for the tagdiskd targets (default: the daemon's)")
     ap.add_argument("--out", help="where bench.txt, bench.json and bench.svg go "
@@ -300,6 +306,9 @@ def main():
     if a.only_restart:
         import bench_restart
         return bench_restart.main(["--build", build])
+    if a.only_log:
+        log_experiment(build, a)
+        return
     for b in (tagdiskd, passthrough):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing (make all bench-tools)")
@@ -454,6 +463,8 @@ def main():
 
         trace_row = trace_experiment(build, a, store, first)
         print()
+        log_row = log_experiment(build, a, store, first)
+        print()
 
         qd32, two = "4k randread QD32", "4k randread QD32 2 jobs"
         single = [job[0] for job in JOBS if job[5] == 1]
@@ -495,6 +506,9 @@ def main():
                   f"-> {verdict(r <= 1.2)}")
         print(f"  trace --blktrace: 0 dropped and >= 0.90 x untraced IOPS: {trace_row[1]} dropped, "
               f"{trace_row[0]:.2f} -> {verdict(trace_row[1] == 0 and trace_row[0] >= 0.90)}")
+        print(f"  write log: 4k randwrite QD32 costs at most 1.3 x (logged >= 0.77 x unlogged "
+              f"IOPS): {log_row[0]:.2f} -> {verdict(log_row[0] >= 1 / 1.3)}; reads unaffected "
+              f"(>= 0.95 x): {log_row[1]:.2f} -> {verdict(log_row[1] >= 0.95)}")
         bound = 32 * 1024 + 128 * 1024
         for t, k in sorted(rss.items()):
             print(f"  peak RSS {t:<13} {k / 1024:7.1f} MiB (bound 32 MiB + nr_requests 128 x 1 MiB "
@@ -514,6 +528,84 @@ def main():
     print()
     if not a.skip_hdd:
         hdd_experiment(tagdiskd, a)
+
+
+def log_experiment(build, a, store=None, image=None):
+    """The logging row: fio 4k randwrite and randread QD32 on rq-deadline, with and without
+    the write log recording (`tagdiskctl log start` before fio, `log stop` after) to a file
+    beside the image (tmpfs unless --on-disk).
+
+    The two runs of a pair follow each other (in alternating order) and each pair gives a
+    ratio, logged / unlogged: on a busy machine the load drifts less within a pair than
+    across the rounds. Reported: the median of the pairs' ratios, for IOPS and for the
+    daemon's CPU time per I/O (its writer thread included). Return: (median IOPS ratio of
+    the writes, of the reads).
+    """
+    tagdiskd = os.path.join(build, "tagdiskd")
+    work = tempfile.mkdtemp(prefix="tagdisk-log.", dir=store)
+    tmpfs = None
+    if store is None and not a.on_disk:
+        tmpfs = os.path.join(work, "tmpfs")
+        os.makedirs(tmpfs)
+        sh("mount", "-t", "tmpfs", "-o", "size=90%", "tmpfs", tmpfs)
+    where = tmpfs or work
+    img = image
+    if img is None:
+        img = os.path.join(where, "log.img")
+        sh("fio", "--name=fill", f"--filename={img}", "--rw=write", "--bs=1M",
+           f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
+    runtime = a.log_runtime
+    iops = {(rw, logged): [] for rw in ("randwrite", "randread") for logged in (False, True)}
+    ratios = {rw: [] for rw in ("randwrite", "randread")}
+    cpu_ratios = {rw: [] for rw in ("randwrite", "randread")}
+    sizes = []
+    d = Daemon(tagdiskd, img, work, "log", ["--mode", "rq", "--elevator", "deadline",
+                                            "--depth", "32"])
+    path = os.path.join(where, "bench.wlog")
+    try:
+        tr = fuse_transport(d)
+        for rnd in range(a.log_rounds):
+            for rw in ("randwrite", "randread"):
+                pair = {}
+                for logged in ((False, True) if rnd % 2 == 0 else (True, False)):
+                    if logged:
+                        r = admin(d.sock, f"log start {path}")
+                        if not r.get("ok"):
+                            raise RuntimeError(f"log start: {r.get('error')}")
+                    c0 = cpu_seconds(d.proc.pid)
+                    r = fio(d.disk, rw, "4k", 32, runtime, a.size, [])
+                    c1 = cpu_seconds(d.proc.pid)
+                    pair[logged] = (r["iops"], (c1 - c0) / r["ios_run"] * 1e6)
+                    iops[(rw, logged)].append(r["iops"])
+                    if logged:
+                        r = admin(d.sock, "log stop")
+                        if not r.get("ok"):
+                            raise RuntimeError(f"log stop: {r.get('error')}")
+                        if rw == "randwrite":
+                            sizes.append((r["entries"], r["bytes"]))
+                        os.unlink(path)
+                ratios[rw].append(pair[True][0] / pair[False][0])
+                cpu_ratios[rw].append(pair[True][1] / pair[False][1])
+    finally:
+        d.stop()
+        if tmpfs:
+            subprocess.run(["umount", tmpfs])
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in iops.items()}
+    w, r = statistics.median(ratios["randwrite"]), statistics.median(ratios["randread"])
+    cw, cr = statistics.median(cpu_ratios["randwrite"]), statistics.median(cpu_ratios["randread"])
+    entries, size = max(sizes)
+    print(f"write log: fio 4k QD32, {runtime}s, rq deadline depth 32, transport auto: {tr}, "
+          f"log on {'disk' if a.on_disk else 'tmpfs'}, {a.log_rounds} pairs of runs")
+    print(f"  randwrite unlogged {med[('randwrite', False)]:10.0f} IOPS (median)")
+    print(f"  randwrite logged   {med[('randwrite', True)]:10.0f} IOPS (median; largest log "
+          f"{entries} entries, {size / 2**20:.0f} MiB)")
+    print(f"  randread  unlogged {med[('randread', False)]:10.0f} IOPS (median)")
+    print(f"  randread  logged   {med[('randread', True)]:10.0f} IOPS (median)")
+    print(f"  logged / unlogged, median of the pairs: randwrite IOPS {w:.2f} (cost {1 / w:.2f} x, "
+          f"budget 1.3 x) -> {verdict(w >= 1 / 1.3)}, CPU per I/O {cw:.2f} x; randread IOPS "
+          f"{r:.2f} -> {verdict(r >= 0.95)}, CPU per I/O {cr:.2f} x")
+    return w, r
 
 
 def trace_experiment(build, a, store=None, image=None):

@@ -53,7 +53,7 @@ group_packages() {
 	test)
 		group_packages unit
 		group_packages bats
-		echo fio e2fsprogs util-linux kmod procps psmisc blktrace systemd locales
+		echo fio e2fsprogs xfsprogs util-linux kmod procps psmisc blktrace systemd locales
 		group_packages plots
 		group_packages valgrind
 		group_packages man

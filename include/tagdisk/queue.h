@@ -65,7 +65,7 @@
  *
  * LOCK ORDER (the whole program's; other headers refer here):
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
- *     ->  inject lock, trace lock, tag map user lock.
+ *     ->  inject lock, trace lock, tag map user lock, write log lock.
  * In mq mode "queue lock" is an hctx's lock; a thread holding several takes
  * them in hctx index order (only resets and aborts do). After an hctx lock
  * and before the drive lock come a software queue's lock and the mq queue's
@@ -97,6 +97,7 @@ struct td_tag_map;
 struct td_stats;
 struct td_trace;
 struct td_rangelock;
+struct td_wlog;
 
 enum td_queue_mode {
 	TD_MODE_RQ,
@@ -122,6 +123,7 @@ struct td_queue_params {
 	uint32_t max_retries;	      /* requeues before -EIO (default 5) */
 	struct td_drive *drive;	      /* borrowed; required */
 	struct td_trace *trace;	      /* borrowed; may be NULL */
+	struct td_wlog *wlog;	      /* the write log (tagdisk/wlog.h); borrowed; may be NULL */
 	struct td_clock clock;	      /* zeroed: CLOCK_MONOTONIC */
 };
 

@@ -54,6 +54,7 @@ enum td_rq_flags {
 };
 
 struct td_queue;
+struct td_wlog_slot;
 
 struct td_request {
 	/* Hot while QUEUED: the sort key next to the sort node, one cache line. */
@@ -94,6 +95,9 @@ struct td_request {
 	struct td_cdb_cmd drive_cmd;
 	int drive_decode_err;
 	unsigned int drive_seq; /* the drive's quiesce sequence when it accepted it */
+
+	/* A flush: its write log entry, reserved when it is first dispatched (tagdisk/wlog.h). */
+	struct td_wlog_slot *wlog_flush;
 } td_cacheline_aligned;
 
 /* Return: sector just past the end of @rq. */

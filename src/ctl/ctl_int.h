@@ -199,6 +199,16 @@ void td_ctl_print_powerfail(struct json_object *r);
 /* A reply to a command this tagdiskctl does not know: each member but "ok" with its value. */
 void td_ctl_print_other(struct json_object *r);
 
+/* ---- print_wlog.c ----------------------------------------------------------------------- */
+
+/* The write log object at JSON pointer @at of @r, as one line ("off", "on, /x.log, ..."). */
+void td_ctl_wlog_line(struct json_object *r, const char *at, char *buf, size_t len)
+	td_nonnull(2, 3);
+void td_ctl_print_log(struct json_object *r);
+void td_ctl_print_mark(struct json_object *r);
+/* log: a relative FILE of `log start` is made absolute (the daemon runs in "/"). */
+int td_ctl_run_log(struct td_ctl *ctl, const struct td_ctl_command *cmd, int argc, char **argv);
+
 /* The per-op rates between two stats replies (@prev NULL: since the daemon started). */
 void td_ctl_print_stats_rates(struct json_object *cur, struct json_object *prev);
 

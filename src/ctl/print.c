@@ -282,6 +282,10 @@ void td_ctl_print_status(struct json_object *r)
 	kv_add(t, "resets", td_ctl_get_num(r, "/resets", a, sizeof(a)));
 	kv_add(t, "timeouts", td_ctl_get_num(r, "/timeouts", a, sizeof(a)));
 	kv_add(t, "errors", td_ctl_get_num(r, "/errors", a, sizeof(a)));
+	if (td_jsonc_get(r, "/log")) {
+		td_ctl_wlog_line(r, "/log", line, sizeof(line));
+		kv_add(t, "write log", line);
+	}
 	kv_add(t, "uptime", td_ctl_fmt_duration(td_ctl_get_u64(r, "/uptime_s"), a, sizeof(a)));
 	kv_add(t, "pid", td_ctl_get_num(r, "/pid", a, sizeof(a)));
 	kv_add(t, "version", td_ctl_get_str(r, "/version"));

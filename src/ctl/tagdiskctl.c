@@ -211,6 +211,15 @@ static const struct td_ctl_command commands[] = {
 		     "  included) with the FUSE connection; prints the new image's pid, version\n"
 		     "  and the requests the kernel resent to it. Refused over FUSE io_uring.\n",
 	  .run = td_ctl_run_restart },
+	{ .name = "log", .usage = "log [start FILE | stop]", .max_args = 2,
+	  .help = "the write log: show it, start one into FILE, stop it",
+	  .details = "  FILE is an absolute path; the log is in dm-log-writes' format, read by\n"
+		     "  tagdisk-replay(8). It records every write, discard, flush and FUA write\n"
+		     "  the disk acknowledges from the moment it starts.\n",
+	  .run = td_ctl_run_log, .print = td_ctl_print_log },
+	{ .name = "mark", .usage = "mark NAME", .min_args = 1, .max_args = 1,
+	  .help = "add a mark NAME to the write log; prints its entry number",
+	  .run = td_ctl_run_simple, .print = td_ctl_print_mark },
 };
 
 /*

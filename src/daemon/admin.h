@@ -48,6 +48,7 @@
 struct td_queue;
 struct td_drive;
 struct td_trace;
+struct td_wlog;
 struct td_config;
 struct td_frontend;
 struct td_admin;
@@ -60,6 +61,7 @@ struct td_admin_params {
 	struct td_drive *drive;
 	struct td_trace *trace;
 	unsigned int trace_threads; /* threads that may emit: a trace stream has a ring for each */
+	struct td_wlog *wlog;		/* the write log; may be NULL */
 	struct td_config *config;	/* read under config_lock */
 	pthread_mutex_t *config_lock;
 	const char *image;		/* the image path, "rbd:POOL/IMAGE" or the NBD URI */

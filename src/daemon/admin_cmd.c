@@ -4,6 +4,9 @@
  * commands that change something (reset, elevator, depth, inject, powerfail,
  * trace). The reports (status, stats, tags) are in admin_report.c.
  *
+ * The write log's commands (log, mark) hand the engine's log (tagdisk/wlog.h)
+ * its file and its marks; status shows it through td_admin_put_wlog().
+ *
  * Every handler builds exactly one JSON object (struct td_admin_reply,
  * admin_reply.c). Field names and units follow the admin contract
  * (docs/protocol.md): sizes in bytes, sectors of 512 bytes, times in
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/log.h"
@@ -29,6 +33,7 @@
 #include "tagdisk/tag.h"
 #include "tagdisk/trace.h"
 #include "tagdisk/wcache.h"
+#include "tagdisk/wlog.h"
 
 #ifndef TD_VERSION
 #define TD_VERSION "unknown"
@@ -59,6 +64,12 @@ const struct td_admin_command td_admin_commands[] = {
 	  "re-execute the daemon in place (new code included), keeping the mount: drain, write "
 	  "back, hand the connection over",
 	  0, 0 },
+	{ "log", "log [start FILE | stop]",
+	  "the write log: show it; start recording every write, discard, flush and FUA into FILE "
+	  "(an absolute path) in dm-log-writes' format; stop",
+	  0, 2 },
+	{ "mark", "mark NAME", "add a mark entry NAME to the write log, as dm-log-writes' mark message",
+	  1, 1 },
 };
 const size_t td_admin_nr_commands = TD_ARRAY_SIZE(td_admin_commands);
 
@@ -498,6 +509,11 @@ static void cmd_powerfail(struct td_admin *a, const struct td_admin_request *req
 	td_admin_put_u64(out, o, "kept_sectors", r.kept_sectors);
 	td_admin_put_u64(out, o, "keep", keep);
 	td_admin_put_u64(out, o, "seed", seed);
+	/* The log has what the drive acknowledged: say where the disk stopped having it. */
+	uint64_t entry;
+
+	if (a->p.wlog && td_wlog_mark(a->p.wlog, TD_ADMIN_POWERFAIL_MARK, &entry) == 0)
+		td_admin_put_u64(out, o, "log_entry", entry);
 }
 
 /*
@@ -573,6 +589,130 @@ static void cmd_trace(struct td_admin *a, const struct td_admin_request *req,
 	}
 }
 
+/*
+ * Refuse a log file the daemon must not write: on the disk's own mount (each
+ * write would wait for itself) or the image. Return: true when refused.
+ */
+static bool log_path_refused(struct td_admin *a, const char *path, struct td_admin_reply *out)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = strndup(path, slash > path ? (size_t)(slash - path) : 1);
+	struct stat dst, mst, st;
+	bool refused = false;
+
+	if (!dir) {
+		td_admin_error(out, "out of memory");
+		return true;
+	}
+	pthread_mutex_lock(a->p.config_lock);
+	char *mnt = strdup(a->p.config->mountpoint);
+
+	pthread_mutex_unlock(a->p.config_lock);
+	if (stat(dir, &dst) < 0) {
+		td_admin_error(out, "log start: directory \"%s\": %s", dir, strerror(errno));
+		refused = true;
+	} else if (mnt && stat(mnt, &mst) == 0 && mst.st_dev == dst.st_dev) {
+		td_admin_error(out, "log start: \"%s\" is on the disk's own mount (%s): the log "
+				    "would be written through the disk it records", path, mnt);
+		refused = true;
+	} else if ((!a->p.backend || strcmp(a->p.backend, "file") == 0) && stat(path, &st) == 0 &&
+		   stat(a->image, &mst) == 0 && st.st_dev == mst.st_dev && st.st_ino == mst.st_ino) {
+		td_admin_error(out, "log start: \"%s\" is the disk's image", path);
+		refused = true;
+	}
+	free(mnt);
+	free(dir);
+	return refused;
+}
+
+static void cmd_log(struct td_admin *a, const struct td_admin_request *req,
+		    struct td_admin_reply *out)
+{
+	struct td_wlog_status *st;
+	const char *sub = req->argc ? req->argv[0] : NULL;
+	char err[PATH_MAX + 128];
+	int r;
+
+	if (!a->p.wlog) {
+		td_admin_error(out, "log: this daemon has no write log");
+		return;
+	}
+	if (!sub) {
+		td_admin_put_wlog(a, out, td_admin_ok(out), "log");
+		return;
+	}
+	if (strcmp(sub, "start") == 0 && req->argc == 2) {
+		const char *path = req->argv[1];
+
+		if (path[0] != '/') {
+			td_admin_error(out, "log start: \"%.256s\" is not an absolute path (the daemon "
+					    "runs in /)", path);
+			return;
+		}
+		if (log_path_refused(a, path, out))
+			return;
+		r = td_wlog_start(a->p.wlog, path, err, sizeof(err));
+		if (r) {
+			td_admin_error(out, "log start: %s", err);
+			return;
+		}
+		td_admin_put_wlog(a, out, td_admin_ok(out), "log");
+		return;
+	}
+	if (strcmp(sub, "stop") != 0 || req->argc != 1) {
+		td_admin_error(out, "usage: %s", req->cmd->usage);
+		return;
+	}
+	st = malloc(sizeof(*st));
+	if (!st) {
+		td_admin_error(out, "out of memory");
+		return;
+	}
+	r = td_wlog_stop(a->p.wlog, st);
+	if (r == -ENOENT) {
+		td_admin_error(out, "log stop: no write log is recording");
+	} else if (r) {
+		td_admin_error(out, "log stop: \"%s\" failed: %s; closed, with its first %llu entries "
+				    "valid",
+			       st->path, st->error_text, (unsigned long long)st->entries_valid);
+	} else {
+		struct json_object *o = td_admin_ok(out);
+
+		td_admin_put_str(out, o, "path", st->path);
+		td_admin_put_u64(out, o, "entries", st->entries_valid);
+		td_admin_put_u64(out, o, "bytes", st->bytes);
+	}
+	free(st);
+}
+
+static void cmd_mark(struct td_admin *a, const struct td_admin_request *req,
+		     struct td_admin_reply *out)
+{
+	const char *name = req->argv[0];
+	struct td_wlog_status st;
+	uint64_t entry;
+	int r = a->p.wlog ? td_wlog_mark(a->p.wlog, name, &entry) : -ENOENT;
+
+	if (r == -ENOENT) {
+		td_admin_error(out, "mark: no write log is recording (log start FILE first)");
+		return;
+	}
+	if (r == -EINVAL) {
+		td_wlog_get_status(a->p.wlog, &st);
+		td_admin_error(out, "mark: a name is 1..%zu bytes", td_wlog_mark_max(st.sectorsize));
+		return;
+	}
+	if (r) {
+		td_wlog_get_status(a->p.wlog, &st);
+		td_admin_error(out, "mark: %s", st.error_text);
+		return;
+	}
+	struct json_object *o = td_admin_ok(out);
+
+	td_admin_put_str(out, o, "mark", name);
+	td_admin_put_u64(out, o, "entry", entry);
+}
+
 static void cmd_restart(struct td_admin *a, const struct td_admin_request *req,
 			struct td_admin_reply *out)
 {
@@ -603,6 +743,7 @@ static const cmd_fn handlers[] = {
 	cmd_help,     td_admin_cmd_status, td_admin_cmd_stats, td_admin_cmd_tags, cmd_reset,
 	cmd_elevator, cmd_depth,	   cmd_inject,	       cmd_powerfail,	  cmd_trace,
 	cmd_restart,
+	cmd_log,      cmd_mark,
 };
 
 enum td_admin_result td_admin_execute(struct td_admin *a, const struct td_admin_request *req,

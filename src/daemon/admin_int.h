@@ -159,6 +159,16 @@ void td_admin_reply_free(struct td_admin_reply *out) td_nonnull(1);
 /* Record a sample of the totals now (called about once a second). */
 void td_admin_sample(struct td_admin *a);
 
+/* The mark a powerfail adds to a recording write log: the disk lost what followed its flush. */
+#define TD_ADMIN_POWERFAIL_MARK "tagdisk-powerfail"
+
+/*
+ * Add object @key to @parent: the write log's state, path, entries, bytes and
+ * counts (docs/protocol.md, "log").
+ */
+void td_admin_put_wlog(struct td_admin *a, struct td_admin_reply *out, struct json_object *parent,
+		       const char *key) td_nonnull(1, 2, 4);
+
 /* Return: whether the queue runs in rq or mq mode (tags, depth and elevators exist). */
 bool td_admin_queued_mode(struct td_admin *a);
 

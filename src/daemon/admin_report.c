@@ -25,6 +25,7 @@
 #include "tagdisk/tag.h"
 #include "tagdisk/trace.h"
 #include "tagdisk/wcache.h"
+#include "tagdisk/wlog.h"
 
 #ifndef TD_VERSION
 #define TD_VERSION "unknown"
@@ -108,6 +109,35 @@ static void rate_object(struct td_admin *a, struct td_admin_reply *out,
 	td_admin_put_double(out, rate, "read_bytes_per_s", r_bps);
 	td_admin_put_double(out, rate, "write_bytes_per_s", w_bps);
 	td_admin_put_double(out, rate, "bytes_per_s", r_bps + w_bps);
+}
+
+void td_admin_put_wlog(struct td_admin *a, struct td_admin_reply *out, struct json_object *parent,
+		       const char *key)
+{
+	struct td_wlog_status *st = malloc(sizeof(*st));
+	struct json_object *o = td_admin_put_object(out, parent, key);
+
+	if (!st) {
+		out->failed = true;
+		return;
+	}
+	if (a->p.wlog)
+		td_wlog_get_status(a->p.wlog, st);
+	else
+		memset(st, 0, sizeof(*st));
+	td_admin_put_str(out, o, "state", td_wlog_state_name(st->state));
+	td_admin_put_str(out, o, "path", st->state == TD_WLOG_OFF ? NULL : st->path);
+	td_admin_put_u64(out, o, "entries", st->entries);
+	td_admin_put_u64(out, o, "bytes", st->bytes);
+	td_admin_put_u64(out, o, "writes", st->writes);
+	td_admin_put_u64(out, o, "discards", st->discards);
+	td_admin_put_u64(out, o, "flushes", st->flushes);
+	td_admin_put_u64(out, o, "fua", st->fua);
+	td_admin_put_u64(out, o, "marks", st->marks);
+	td_admin_put_u64(out, o, "sector_size", st->sectorsize);
+	if (st->state == TD_WLOG_FAILED)
+		td_admin_put_str(out, o, "error", st->error_text);
+	free(st);
 }
 
 void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
@@ -216,6 +246,7 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 		errors += s->errors[op];
 	td_admin_put_u64(out, o, "errors", errors);
 	rate_object(a, out, o, s, now);
+	td_admin_put_wlog(a, out, o, "log");
 	free(s);
 }
 

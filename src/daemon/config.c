@@ -30,6 +30,7 @@ void td_config_free(struct td_config *c)
 	free(c->rbd_id);
 	free(c->rbd_keyring);
 	free(c->nbd_uri);
+	free(c->log_path);
 	free(c->config_file);
 	free(c->origin_file);
 	td_cfg_strv_free(c->fuse_opts, c->nr_fuse_opts);

@@ -15,7 +15,7 @@
  *   /etc/tagdisk/vm1.ini:7: [tags] depth = "0": must be between 1 and 4096
  *   /etc/tagdisk/vm1.ini:3: [queue] depth = "8": unknown key in [queue] (it belongs in [tags])
  *   /etc/tagdisk/vm1.ini:9: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd,
- *   admin)
+ *   admin, log)
  *   --depth "0": must be between 1 and 4096
  *   [tags] depth = "0": must be between 1 and 4096          (td_config_set, defaults)
  *
@@ -79,7 +79,7 @@
 /* Room for an elevator name, terminator included. */
 #define TD_CONFIG_ELEVATOR_LEN 32
 /* Number of keys in td_config_keys[] (td_config_nr_keys, as a constant). */
-#define TD_CONFIG_NR_KEYS 47
+#define TD_CONFIG_NR_KEYS 48
 /* Longest [rbd] pool, image or id, in bytes. */
 #define TD_CONFIG_RBD_NAME_MAX 255
 /* Most [nbd] connections. */
@@ -163,6 +163,9 @@ struct td_config {
 	char *socket_group; /* NULL: the daemon's own group */
 	gid_t socket_gid;   /* set by td_config_validate(); (gid_t)-1 for own group */
 	uint64_t trace_budget; /* bytes: every trace stream's buffers together */
+
+	/* [log] */
+	char *log_path; /* the write log to record from the start; NULL: none */
 
 	/* Command line only (copied from struct td_cmdline by td_config_build). */
 	char *config_file;    /* absolute path of -c FILE, or NULL */

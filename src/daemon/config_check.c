@@ -4,7 +4,7 @@
  * uses it: between keys (td_config_check), paths made absolute and the
  * default socket filled (td_config_resolve), then against the system: the
  * mountpoint, the image, the socket's group, path, directory and whether
- * another daemon holds it (td_config_validate).
+ * another daemon holds it, the write log (td_config_validate).
  *
  * Nothing here creates, opens for writing or changes a file. A message names
  * where the value it is about came from (the option, or file:line), from
@@ -251,6 +251,8 @@ int td_config_resolve(struct td_config *c, char *err, size_t errlen)
 		ret = make_absolute(c, KEY_DISK_MOUNTPOINT, err, errlen);
 	if (!ret && c->socket)
 		ret = make_absolute(c, KEY_ADMIN_SOCKET, err, errlen);
+	if (!ret && c->log_path)
+		ret = make_absolute(c, KEY_LOG_PATH, err, errlen);
 	if (ret || c->socket || !c->mountpoint)
 		return ret;
 	if (td_config_default_socket(c, geteuid(), sock, sizeof(sock)))
@@ -390,6 +392,52 @@ static int check_socket(const struct td_config *c, char *err, size_t errlen)
 			   td_cfg_escape(c->socket, quoted, sizeof(quoted)), c->name);
 }
 
+/*
+ * [log] path: a regular file or a new one in a directory that exists, neither
+ * the image nor under the mountpoint (the log would be written through the
+ * disk it records, and the mount hides the directory anyway).
+ */
+static int check_log_path(const struct td_config *c, char *err, size_t errlen)
+{
+	char quoted[TD_CFG_QUOTE_MAX];
+	size_t mlen = strlen(c->mountpoint);
+	const char *slash = strrchr(c->log_path, '/');
+	struct stat st, img;
+	char *dir;
+	int ret = 0;
+
+	assert(slash); /* made absolute before */
+	if (strncmp(c->log_path, c->mountpoint, mlen) == 0 &&
+	    (c->log_path[mlen] == '/' || (mlen == 1 && c->mountpoint[0] == '/')))
+		return bad(c, KEY_LOG_PATH, c->log_path, err, errlen,
+			   "inside the mountpoint: the log would be written to the disk it records");
+	if (stat(c->log_path, &st) == 0) {
+		if (!S_ISREG(st.st_mode))
+			return bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "not a regular file");
+		if (c->image && stat(c->image, &img) == 0 && img.st_dev == st.st_dev &&
+		    img.st_ino == st.st_ino)
+			return bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "is the disk's image");
+		return 0;
+	}
+	if (errno != ENOENT)
+		return bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "%s", strerror(errno));
+	dir = strndup(c->log_path, slash > c->log_path ? (size_t)(slash - c->log_path) : 1);
+	if (!dir)
+		return td_cfg_nomem(err, errlen);
+	td_cfg_escape(dir, quoted, sizeof(quoted));
+	if (stat(dir, &st) < 0 && errno == ENOENT)
+		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen,
+			  "directory \"%s\" does not exist", quoted);
+	else if (stat(dir, &st) < 0)
+		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "directory \"%s\": %s", quoted,
+			  strerror(errno));
+	else if (!S_ISDIR(st.st_mode))
+		ret = bad(c, KEY_LOG_PATH, c->log_path, err, errlen, "\"%s\" is not a directory",
+			  quoted);
+	free(dir);
+	return ret;
+}
+
 int td_config_validate(struct td_config *c, char *err, size_t errlen)
 {
 	struct sockaddr_un addr;
@@ -442,7 +490,10 @@ int td_config_validate(struct td_config *c, char *err, size_t errlen)
 		return bad(c, KEY_ADMIN_SOCKET, c->socket, err, errlen,
 			   "longer than the %zu bytes a Unix socket path may have",
 			   sizeof(addr.sun_path) - 1);
-	return check_socket(c, err, errlen);
+	ret = check_socket(c, err, errlen);
+	if (ret || !c->log_path)
+		return ret;
+	return check_log_path(c, err, errlen);
 }
 
 size_t td_config_unused_keys(const struct td_config *c, const struct td_config_key **unused,

@@ -72,6 +72,7 @@ enum td_cfg_key {
 	KEY_ADMIN_SOCKET_MODE,
 	KEY_ADMIN_SOCKET_GROUP,
 	KEY_ADMIN_TRACE_BUDGET,
+	KEY_LOG_PATH,
 	NR_KEYS
 };
 
@@ -126,7 +127,7 @@ extern const char *const td_cfg_backend_names[3];
 /* Return: the known section spelled by the @len bytes at @s (any case), or NULL. */
 const char *td_cfg_find_section(const char *s, size_t len) td_nonnull(1);
 
-/* Write "(known: disk, queue, tags, drive, rbd, nbd, admin)" into @buf. Return: @buf. */
+/* Write "(known: disk, queue, tags, drive, rbd, nbd, admin, log)" into @buf. Return: @buf. */
 const char *td_cfg_known_sections(char *buf, size_t len) td_nonnull(1);
 
 /* Return: the id of @key (any case) in @section as td_cfg_find_section() returned it, or NR_KEYS.

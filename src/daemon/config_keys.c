@@ -152,6 +152,10 @@ const struct td_config_key td_config_keys[NR_KEYS] = {
     [KEY_ADMIN_TRACE_BUDGET] = K("admin", "trace_budget", "size", "128M", false,
 				 "memory for the buffers of every trace stream together, in bytes,"
 				 " K/M/G/T suffixes: 1M..64G"),
+    [KEY_LOG_PATH] = K("log", "path", "path", "", false,
+		       "write log: record every write, discard, flush and FUA from the start"
+		       " into this file, in dm-log-writes' format (tagdisk-replay reads it);"
+		       " created or truncated; empty = none"),
 };
 const size_t td_config_nr_keys = NR_KEYS;
 
@@ -210,11 +214,13 @@ const struct td_cfg_rule td_cfg_rules[NR_KEYS] = {
     [KEY_ADMIN_SOCKET_MODE] = R(KIND_OCTAL, 0, 0777, socket_mode),
     [KEY_ADMIN_SOCKET_GROUP] = R(KIND_GROUP, 0, 0, socket_group),
     [KEY_ADMIN_TRACE_BUDGET] = R(KIND_SIZE, MIB, 64 * GIB, trace_budget),
+    [KEY_LOG_PATH] = R(KIND_OPT_PATH, 0, 0, log_path),
 };
 
 #undef R
 
-const char *const td_cfg_sections[] = {"disk", "queue", "tags", "drive", "rbd", "nbd", "admin"};
+const char *const td_cfg_sections[] = {"disk",  "queue", "tags", "drive",
+				       "rbd",	"nbd",	 "admin", "log"};
 const size_t td_cfg_nr_sections = TD_ARRAY_SIZE(td_cfg_sections);
 
 const char *const td_cfg_queue_mode_names[3] = {

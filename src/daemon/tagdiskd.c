@@ -50,6 +50,7 @@
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
 #include "tagdisk/trace.h"
+#include "tagdisk/wlog.h"
 
 #ifndef PR_SET_IO_FLUSHER
 #define PR_SET_IO_FLUSHER 57
@@ -98,6 +99,7 @@ struct daemon {
 	struct td_drive *drive;
 	struct td_queue *q;
 	struct td_trace *trace;
+	struct td_wlog *wlog;
 	struct td_frontend *fe;
 	struct td_admin *admin;
 	pthread_t sig_thread;
@@ -304,7 +306,8 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 	}
 
 	d->trace = td_trace_create(c->trace_budget);
-	if (!d->trace) {
+	d->wlog = td_wlog_create(c->logical_block_size, d->store.size);
+	if (!d->trace || !d->wlog) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -322,6 +325,7 @@ static int build_engine(struct daemon *d, char *err, size_t errlen)
 	qp.max_retries = c->max_retries;
 	qp.drive = d->drive;
 	qp.trace = d->trace;
+	qp.wlog = d->wlog;
 	d->q = td_queue_create(&qp, &ret);
 	if (!d->q) {
 		snprintf(err, errlen, "cannot create the queue: %s", strerror(-ret));
@@ -357,6 +361,20 @@ static unsigned int trace_threads(const struct td_config *c)
 	n = fuse_max_threads(c) + (unsigned int)cpus + TD_MAX(4U, 2 * (unsigned int)cpus) +
 	    c->workers + 8;
 	return TD_MIN(n, (unsigned int)TD_TRACE_MAX_THREADS);
+}
+
+/* [log] path: record from the start, before the disk file exists. */
+static int start_log(struct daemon *d, char *err, size_t errlen)
+{
+	static const char what[] = "[log] path: ";
+	size_t n = strlen(what);
+
+	if (!d->cfg.log_path)
+		return 0;
+	if (errlen <= n)
+		return -EINVAL;
+	memcpy(err, what, n);
+	return td_wlog_start(d->wlog, d->cfg.log_path, err + n, errlen - n);
 }
 
 static int build_frontend(struct daemon *d, char *err, size_t errlen)
@@ -526,6 +544,11 @@ static uint64_t teardown(struct daemon *d, bool remove_created_image, bool leave
 		td_frontend_destroy(d->fe);
 	if (d->q && !leave_engine)
 		td_queue_destroy(d->q);
+	/* After the last flush: the log ends with what the disk made durable. */
+	if (d->wlog && leave_engine)
+		td_wlog_stop(d->wlog, NULL);
+	else if (d->wlog)
+		td_wlog_destroy(d->wlog);
 	if (d->trace && !leave_engine)
 		td_trace_destroy(d->trace);
 	if (d->drive && !leave_engine)
@@ -928,6 +951,7 @@ int main(int argc, char **argv)
 						       .drive = d.drive,
 						       .trace = d.trace,
 						       .trace_threads = trace_threads(&d.cfg),
+						       .wlog = d.wlog,
 						       .config = &d.cfg,
 						       .config_lock = &d.cfg_lock,
 						       .image = d.store.target,
@@ -938,6 +962,7 @@ int main(int argc, char **argv)
 						       .restart_arg = &d,
 					       },
 					       err, sizeof(err))) ||
+	    (ret = start_log(&d, err, sizeof(err))) ||
 	    (ret = build_frontend(&d, err, sizeof(err)))) {
 		td_err("%s", err);
 		/*

@@ -58,6 +58,7 @@
 #include "tagdisk/stats.h"
 #include "tagdisk/tag.h"
 #include "tagdisk/trace.h"
+#include "tagdisk/wlog.h"
 
 /*
  * Inline runs. With an inline drive the thread that runs a queue executes what
@@ -151,6 +152,10 @@ void td_queue_end_bios(struct td_queue *q, struct td_bio_list *bl)
 {
 	struct td_bio *bio = bl->head;
 
+	if (bl->wlog_flushes) {
+		td_wlog_write_flushes(q->wlog, bl->wlog_flushes);
+		bl->wlog_flushes = NULL;
+	}
 	account_bio_list(q, bl);
 	if (bl->nr_rqs) {
 		td_stats_io_end_n(q->stats, bl->now, bl->nr_rqs);
@@ -301,6 +306,13 @@ void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int 
 	assert(td_lock_held(&q->lock));
 	td_trace_emit(q->trace, TD_TA_COMPLETE, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
 		      rq->nr_sectors, rq->pid, tag, error, now);
+	if (rq->wlog_flush) {
+		/* A flush that failed (one that succeeded was taken by td_queue_complete). */
+		rq->wlog_flush->err = error ? error : -EIO;
+		rq->wlog_flush->next = ends->wlog_flushes;
+		ends->wlog_flushes = rq->wlog_flush;
+		rq->wlog_flush = NULL;
+	}
 	/* Counters are lock-free: keep them out of the critical section while there is room. */
 	if (ends->nr_acct == TD_ARRAY_SIZE(ends->acct))
 		account_bio_list(q, ends);
@@ -315,14 +327,36 @@ void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int 
 	td_rq_pool_put_locked(&q->pool, rq);
 }
 
+/*
+ * The write log's entry for @rq, completing: a write is reserved now, in the
+ * same hold of the lock that takes it off the in-flight list, so that a flush
+ * dispatched after (which needs that list empty) is numbered after it; a
+ * flush's entry was reserved when it was dispatched. @wb gets them.
+ */
+static void wlog_complete_locked(struct td_queue *q, struct td_request *rq, bool logging,
+				 struct td_wlog_batch *wb)
+{
+	assert(td_lock_held(&q->lock));
+	if (rq->wlog_flush) {
+		td_wlog_batch_add_flush(wb, rq->wlog_flush, rq->error);
+		rq->wlog_flush = NULL;
+	} else if (logging && !rq->error && td_op_is_write(rq->op)) {
+		td_wlog_reserve_write(q->wlog, wb, rq->op, rq->flags & TD_RQ_FUA, rq->sector,
+				      rq->nr_sectors, rq->bio, rq->nr_bios);
+	}
+}
+
 void td_queue_complete(void *ctx, struct td_list *done)
 {
 	struct td_queue *q = ctx;
 	struct td_bio_list ends;
+	struct td_wlog_batch wb;
 	struct td_list *pos, *n;
 	bool kick = false;
+	bool logging = q->wlog && td_wlog_on(q->wlog);
 
 	td_bio_list_init(&ends);
+	td_wlog_batch_init(&wb);
 	td_mutex_lock(&q->lock);
 	uint64_t now = td_queue_now(q);
 
@@ -335,7 +369,17 @@ void td_queue_complete(void *ctx, struct td_list *done)
 			continue;
 		int tag = rq->tag;
 
+		if (td_wlog_batch_full(&wb)) {
+			/* The bios of those entries have not ended: their data is still there. */
+			td_mutex_unlock(&q->lock);
+			td_wlog_write_batch(q->wlog, &wb);
+			td_mutex_lock(&q->lock);
+			if (rq->state != TD_RQ_INFLIGHT || rq->gen != q->gen)
+				continue;
+		}
 		kick |= td_queue_detach_inflight_locked(q, rq);
+		if (q->wlog)
+			wlog_complete_locked(q, rq, logging, &wb);
 		td_queue_end_request_locked(q, rq, tag, rq->error, &ends, now);
 	}
 	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
@@ -343,6 +387,10 @@ void td_queue_complete(void *ctx, struct td_list *done)
 
 	q->kick_writers = false;
 	td_mutex_unlock(&q->lock);
+
+	/* Before anyone hears of the completions: the log has what the drive acknowledged. */
+	if (!td_wlog_batch_empty(&wb))
+		td_wlog_write_batch(q->wlog, &wb);
 
 	if (writers)
 		run_write_blocked(q->parent);
@@ -447,8 +495,12 @@ static unsigned int dispatch_locked(struct td_queue *q, struct td_bio_list *ends
 		td_list_add_tail(&rq->queuelist, &q->in_flight);
 		q->nr_in_flight++;
 		q->nr_dispatched++;
-		if (rq->op == TD_OP_FLUSH)
+		if (rq->op == TD_OP_FLUSH) {
 			q->barrier_inflight = true;
+			/* Issued now: its log entry follows every write completed so far. */
+			if (q->wlog && !rq->wlog_flush && td_wlog_on(q->wlog))
+				rq->wlog_flush = td_wlog_reserve_flush(q->wlog);
+		}
 		td_queue_trace_rq(q, TD_TA_DISPATCH, rq, 0, now);
 		td_list_add_tail(&rq->drive_list, batch);
 		sent++;

@@ -13,6 +13,27 @@
 #include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
 #include "tagdisk/stats.h"
+#include "tagdisk/wlog.h"
+
+/*
+ * The write log's entry of @bio, which ended with @err: a flush's was
+ * reserved (@flush) before it was executed, a write's is reserved now,
+ * before the bio ends, so that a flush its submitter issues after hearing
+ * of it is numbered after it.
+ */
+static void bio_wlog(struct td_queue *q, struct td_bio *bio, struct td_wlog_slot *flush, int err)
+{
+	struct td_wlog_batch wb;
+
+	td_wlog_batch_init(&wb);
+	if (flush)
+		td_wlog_batch_add_flush(&wb, flush, err);
+	else if (err || !td_op_is_write(bio->op) ||
+		 !td_wlog_reserve_write(q->wlog, &wb, bio->op, bio->flags & TD_BIO_FUA, bio->sector,
+					bio->nr_sectors, bio, 1))
+		return;
+	td_wlog_write_batch(q->wlog, &wb);
+}
 
 /* Bio mode: build the command and execute it in this thread. */
 void td_queue_bio_make_request(struct td_queue *q, struct td_bio *bio)
@@ -24,6 +45,7 @@ void td_queue_bio_make_request(struct td_queue *q, struct td_bio *bio)
 	};
 	uint8_t cdb[TD_CMD_MAX];
 	uint64_t start = td_queue_now(q);
+	struct td_wlog_slot *flush = NULL;
 	int err = -EIO;
 
 	td_queue_trace_bio(q, TD_TA_QUEUE, bio, TD_TAG_NONE, 0, start);
@@ -45,7 +67,11 @@ void td_queue_bio_make_request(struct td_queue *q, struct td_bio *bio)
 		goto out;
 	td_queue_trace_bio(q, TD_TA_DISPATCH, bio, TD_TAG_NONE, 0, start);
 	bio->next = NULL;
+	if (bio->op == TD_OP_FLUSH && q->wlog && td_wlog_on(q->wlog))
+		flush = td_wlog_reserve_flush(q->wlog);
 	err = td_drive_execute_sync(q->drive, cdb, (unsigned int)len, bio);
+	if (q->wlog && (flush || td_wlog_on(q->wlog)))
+		bio_wlog(q, bio, flush, err);
 out:;
 	uint64_t end = td_queue_now(q);
 

@@ -39,6 +39,7 @@ struct td_tag_map;
 struct td_stats;
 struct td_rangelock;
 struct td_mq_ctx;
+struct td_wlog_slot;
 
 struct td_queue {
 	/* Fixed at creation; read without the lock, so kept off the lock's cache line. */
@@ -51,6 +52,7 @@ struct td_queue {
 	struct td_tag_map *tags;
 	struct td_stats *stats;
 	struct td_trace *trace;
+	struct td_wlog *wlog;
 	struct td_rangelock *rangelock;
 	struct td_clock clock;
 	td_prep_fn prep;
@@ -153,6 +155,8 @@ struct td_bio_list {
 		int16_t error;
 		uint8_t op;
 	} acct[32];
+	/* Write log entries of flushes that failed, written once no lock is held. */
+	struct td_wlog_slot *wlog_flushes;
 };
 
 /*
@@ -166,6 +170,7 @@ static inline void td_bio_list_init(struct td_bio_list *bl)
 	bl->nr_rqs = 0;
 	bl->now = 0;
 	bl->nr_acct = 0;
+	bl->wlog_flushes = NULL;
 }
 
 /* Return: the queue clock's time. */

@@ -232,6 +232,7 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 	q->nr_requests = p->nr_requests;
 	q->drive = p->drive;
 	q->trace = p->trace;
+	q->wlog = p->wlog;
 	q->clock = p->clock;
 	q->prep = td_prep_default;
 	q->tunables = p->tunables;

@@ -37,6 +37,7 @@ void td_rq_init_from_bio(struct td_request *rq, struct td_bio *bio)
 	rq->pid = bio->pid;
 	rq->fifo_time_ns = 0;
 	rq->dispatch_ns = 0;
+	rq->wlog_flush = NULL;
 }
 
 static bool same_kind(const struct td_request *rq, enum td_op op, unsigned int fua)

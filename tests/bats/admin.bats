@@ -73,7 +73,7 @@ assert list(d) == ["ok", "commands"], list(d)
 assert d["ok"] is True
 names = [c["name"] for c in d["commands"]]
 assert names == ["help", "status", "stats", "tags", "reset", "elevator", "depth", "inject",
-                 "powerfail", "trace", "restart"], names
+                 "powerfail", "trace", "restart", "log", "mark"], names
 for c in d["commands"]:
     assert sorted(c) == ["help", "name", "usage"], c
     assert c["usage"].split()[0] == c["name"], c
@@ -95,7 +95,7 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", 
   "fd_store", "takeovers", "resent"]
   + (["uring_requests", "uring_entries", "uring_helpers", "uring_trims", "uring_trim_kept"]
      if d["transport"] == "uring" else [])
-  + ["resets", "timeouts", "errors", "rate"])'
+  + ["resets", "timeouts", "errors", "rate", "log"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed

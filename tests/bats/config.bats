@@ -42,7 +42,7 @@ bad_config() {
 
 @test "an unknown section: exit 2, one line naming it, nothing created" {
 	printf '[disk]\nname = disk\n[bogus]\ndepth = 4\n' >"$TD_INI"
-	bad_config "$TD_INI:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)" -c "$TD_INI"
+	bad_config "$TD_INI:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)" -c "$TD_INI"
 }
 
 @test "an unknown key: exit 2, one line naming it, nothing created" {

@@ -81,7 +81,7 @@ EOF
 @test "an unknown section: file:line and the sections there are" {
 	write_ini
 	printf '\n[Drives]\nworkers = 2\n' >>"$TD_INI"
-	refused "$TD_INI:16: [drives]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)" \
+	refused "$TD_INI:16: [drives]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)" \
 		-c "$TD_INI"
 }
 

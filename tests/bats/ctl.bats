@@ -26,7 +26,7 @@ kv() {
 	run -0 td_ctl status
 	local KV_WIDTH=10 keys
 	keys=$(cut -c1-10 <<<"$output" | sed 's/ *$//' | paste -sd,)
-	[ "$keys" = "state,image,backend,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,fuse,recovery,iops,throughput,resets,timeouts,errors,uptime,pid,version" ]
+	[ "$keys" = "state,image,backend,size,disk,read-only,mode,elevator,tags,in flight,queued,requests,drive,fuse,recovery,iops,throughput,resets,timeouts,errors,write log,uptime,pid,version" ]
 	[ "${lines[0]}" = "$(kv state running)" ]
 	[ "${lines[1]}" = "$(kv image "$TD_IMG")" ]
 	[ "${lines[2]}" = "$(kv backend "file ($TD_IMG)")" ]
@@ -50,10 +50,11 @@ kv() {
 	[ "${lines[17]}" = "$(kv resets 0)" ]
 	[ "${lines[18]}" = "$(kv timeouts 0)" ]
 	[ "${lines[19]}" = "$(kv errors 0)" ]
-	[[ "${lines[20]}" =~ ^"uptime      "[0-9]+s$ ]]
-	[ "${lines[21]}" = "$(kv pid "$TD_PID")" ]
-	[ "${lines[22]}" = "$(kv version 0.1.0)" ]
-	[ "${#lines[@]}" -eq 23 ]
+	[ "${lines[20]}" = "$(kv 'write log' off)" ]
+	[[ "${lines[21]}" =~ ^"uptime      "[0-9]+s$ ]]
+	[ "${lines[22]}" = "$(kv pid "$TD_PID")" ]
+	[ "${lines[23]}" = "$(kv version 0.1.0)" ]
+	[ "${#lines[@]}" -eq 24 ]
 }
 
 @test "status in bio mode says there are no tags" {
@@ -338,8 +339,8 @@ PY
 	[ "$(grep -c '^state       running$' <<<"$output")" -eq 2 ]
 	[ "$(grep -c "^pid         $TD_PID\$" <<<"$output")" -eq 2 ]
 	# Not a terminal: no screen clearing, one blank line between the blocks.
-	[ "$(wc -l <<<"$output")" -eq 47 ]
-	[ "$(sed -n 24p <<<"$output")" = "" ]
+	[ "$(wc -l <<<"$output")" -eq 49 ]
+	[ "$(sed -n 25p <<<"$output")" = "" ]
 	[[ "$output" != *$'\033'* ]]
 	# status -n is the same thing.
 	run -0 td_ctl status -n 2 -i 0.1

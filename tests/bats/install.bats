@@ -34,8 +34,10 @@ INSTALLED_FILES="644 etc/tagdisk/example.ini
 644 usr/local/share/bash-completion/completions/tagdiskctl
 644 usr/local/share/doc/tagdisk/protocol.md
 644 usr/local/share/man/man5/tagdisk.ini.5
+644 usr/local/share/man/man8/tagdisk-replay.8
 644 usr/local/share/man/man8/tagdiskctl.8
 644 usr/local/share/man/man8/tagdiskd.8
+755 usr/local/bin/tagdisk-replay
 755 usr/local/bin/tagdiskctl
 755 usr/local/sbin/tagdiskd"
 
@@ -46,6 +48,8 @@ INSTALLED_FILES="644 etc/tagdisk/example.ini
 	[ "$(tree_files "$DEST")" = "$INSTALLED_FILES" ]
 	cmp "$TAGDISKD" "$DEST/usr/local/sbin/tagdiskd"
 	cmp "$TAGDISKCTL" "$DEST/usr/local/bin/tagdiskctl"
+	cmp "$TD_BUILD/tagdisk-replay" "$DEST/usr/local/bin/tagdisk-replay"
+	cmp "$TD_ROOT/docs/tagdisk-replay.8" "$DEST/usr/local/share/man/man8/tagdisk-replay.8"
 	cmp "$TD_ROOT/docs/tagdiskd.8" "$DEST/usr/local/share/man/man8/tagdiskd.8"
 	cmp "$TD_ROOT/docs/tagdiskctl.8" "$DEST/usr/local/share/man/man8/tagdiskctl.8"
 	cmp "$TD_ROOT/docs/tagdisk.ini.5" "$DEST/usr/local/share/man/man5/tagdisk.ini.5"

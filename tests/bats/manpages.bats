@@ -13,6 +13,7 @@ bats_require_minimum_version 1.5.0
 TAGDISKD_8=$TD_ROOT/docs/tagdiskd.8
 TAGDISKCTL_8=$TD_ROOT/docs/tagdiskctl.8
 TAGDISK_INI_5=$TD_ROOT/docs/tagdisk.ini.5
+TAGDISK_REPLAY_8=$TD_ROOT/docs/tagdisk-replay.8
 CHECK_MAN=$TD_ROOT/tests/tools/check_man.py
 
 setup_file() {
@@ -28,6 +29,7 @@ setup_file() {
 	"$BATS_FILE_TMPDIR/doc_facts" >"$BATS_FILE_TMPDIR/facts"
 	"$TAGDISKD" --help >"$BATS_FILE_TMPDIR/tagdiskd.help"
 	"$TAGDISKCTL" --help >"$BATS_FILE_TMPDIR/tagdiskctl.help"
+	"$TD_BUILD/tagdisk-replay" --help >"$BATS_FILE_TMPDIR/tagdisk-replay.help"
 }
 
 setup() {
@@ -182,6 +184,25 @@ see_also() {
 @test "tagdiskd.8 ADMIN SOCKET lists every admin command" {
 	# shellcheck disable=SC2046
 	run -0 python3 "$CHECK_MAN" commands "$TAGDISKD_8" "ADMIN SOCKET" $(admin_commands)
+}
+
+@test "tagdisk-replay.8 renders cleanly, has its sections, and documents every option of --help" {
+	requires man groff
+	local sh
+	run --separate-stderr env MANWIDTH=80 man --warnings -l "$TAGDISK_REPLAY_8"
+	[ "$status" -eq 0 ] && [ -z "$stderr" ] && [ "${#lines[@]}" -gt 100 ]
+	run -0 groff -man -ww -z "$TAGDISK_REPLAY_8"
+	[ -z "$output" ]
+	for sh in NAME SYNOPSIS DESCRIPTION OPTIONS ENVIRONMENT "EXIT STATUS" EXAMPLES "SEE ALSO"; do
+		grep -qE "^\.SH \"?$sh\"?$" "$TAGDISK_REPLAY_8" || { echo "no $sh"; false; }
+	done
+	run -0 python3 "$CHECK_MAN" options "$TAGDISK_REPLAY_8" OPTIONS \
+		"$BATS_FILE_TMPDIR/tagdisk-replay.help"
+	# The check command's environment, as replay.c sets it.
+	for sh in TD_REPLAY_TARGET TD_REPLAY_ENTRY TD_REPLAY_FLUSHES TD_REPLAY_MARK TD_REPLAY_STATE; do
+		grep -q "^\.B $sh\$" "$TAGDISK_REPLAY_8" || { echo "no $sh"; false; }
+		grep -q "\"$sh\"" "$TD_ROOT/src/ctl/replay.c" || { echo "replay.c sets no $sh"; false; }
+	done
 }
 
 @test "tagdiskd.8 SIGNALS names every key that SIGHUP reloads" {

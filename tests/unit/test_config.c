@@ -290,7 +290,7 @@ static void test_config_table_lists_each_key_once_with_reload_flags(void **state
 	unsigned int nr_reloadable = 0, nr_no_default = 0;
 
 	(void)state;
-	assert_int_equal(td_config_nr_keys, 47);
+	assert_int_equal(td_config_nr_keys, 48);
 	assert_int_equal(td_config_nr_keys, TD_CONFIG_NR_KEYS);
 	for (size_t i = 0; i < td_config_nr_keys; i++) {
 		const struct td_config_key *k = &td_config_keys[i];
@@ -708,7 +708,7 @@ static void test_config_set_rejects_unknown_section_and_key(void **state)
 	static const struct bad_value cases[] = {
 	    {"bogus", "depth", "1",
 	     "[bogus] depth = \"1\": unknown section (known: disk, queue, tags, drive, rbd, nbd,"
-	     " admin)"},
+	     " admin, log)"},
 	    {"queue", "foo", "1", "[queue] foo = \"1\": unknown key"},
 	    /* A key of another section is unknown here, and its section is named. */
 	    {"queue", "depth", "1",
@@ -820,6 +820,7 @@ static const struct kv every_key[] = {
     {"admin", "socket_mode", "0600"},
     {"admin", "socket_group", "root"},
     {"admin", "trace_budget", "1G"},
+    {"log", "path", "/srv/tagdisk.wlog"},
 };
 
 /* Write every_key[] as a file; @lines[i] gets the line of every_key[i]. */
@@ -958,17 +959,17 @@ static const struct file_case file_cases[] = {
     {"a key in the wrong section names its own", "[disk]\nname = a\n[queue]\ndepth = 8\n",
      "FILE:4: [queue] depth = \"8\": unknown key in [queue] (it belongs in [tags])"},
     {"an unknown section", "[tags]\ndepth = 8\n[bogus]\ndepth = 8\n",
-     "FILE:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:3: [bogus]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"an empty unknown section, lowercased as iniparser does", "[tags]\n[Extra]\n",
-     "FILE:2: [extra]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:2: [extra]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"a section name with a colon", "[disk]\nname = a\n[disk:x]\nname = b\n",
-     "FILE:3: [disk:x]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:3: [disk:x]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"a colon section without its parent", "[Tags:Depth]\nx = 1\n",
-     "FILE:1: [tags:depth]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:1: [tags:depth]: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"an empty section name", "[tags]\ndepth = 8\n[]\ndepth = 9\n",
-     "FILE:3: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:3: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"a blank section name", "[tags]\n[ ]\ndepth = 9\n",
-     "FILE:2: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin)"},
+     "FILE:2: []: unknown section (known: disk, queue, tags, drive, rbd, nbd, admin, log)"},
     {"a known key outside any section", "depth = 8\n[tags]\n",
      "FILE:1: depth = \"8\": key outside any section (it belongs in [tags])"},
     {"an unknown key outside any section", "; first\nColour = blue\n[tags]\n",
