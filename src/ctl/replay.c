@@ -83,10 +83,11 @@ void td_replay_opts_default(struct td_replay_opts *o)
 
 /* ---- the log --------------------------------------------------------------------------- */
 
-static bool full_pread(int fd, void *buf, size_t len, uint64_t off)
+/* pread(2) or pwrite(2) of all @len bytes, retried over short counts; errno on failure. */
+static bool full_io(int fd, void *buf, size_t len, uint64_t off, bool write)
 {
 	while (len) {
-		ssize_t n = pread(fd, buf, len, (off_t)off);
+		ssize_t n = write ? pwrite(fd, buf, len, (off_t)off) : pread(fd, buf, len, (off_t)off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -102,23 +103,14 @@ static bool full_pread(int fd, void *buf, size_t len, uint64_t off)
 	return true;
 }
 
+static bool full_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+	return full_io(fd, buf, len, off, false);
+}
+
 static bool full_pwrite(int fd, const void *buf, size_t len, uint64_t off)
 {
-	while (len) {
-		ssize_t n = pwrite(fd, buf, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n == 0)
-				errno = EIO;
-			return false;
-		}
-		buf = (const char *)buf + n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return true;
+	return full_io(fd, (void *)buf, len, off, true);
 }
 
 /* Read and check the super block. Return: 0 or TD_REPLAY_BAD_INPUT (said why). */

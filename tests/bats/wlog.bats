@@ -213,21 +213,24 @@ for i in range(1 << 30):
     print(i, flush=True)
 '
 
-@test "kill -9 in the middle of fsyncing writes: the log replays, and holds every write whose fsync returned" {
-	start_tagdiskd --size 16M
+# Start WRITER_PY on the disk while a log records into $TD_DIR/$1.wlog, kill -9 the daemon
+# once $2 fsyncs have returned, replay the log (with the replay options after $2) onto a zeroed
+# image and check that it holds the last 4096 records the writer saw fsynced.
+kill_writer_and_replay() {
+	local name=$1 fsyncs=$2 last
+	shift 2
 	truncate -s 16M "$TD_DIR/zero.img"
-	run td_ctl log start "$TD_DIR/kill.wlog"
+	run td_ctl log start "$TD_DIR/$name.wlog"
 	assert_success
 	python3 -c "$WRITER_PY" "$TD_DISK" >"$TD_DIR/acked" 2>/dev/null &
 	WRITER=$!
-	td_wait_for 120 "300 fsyncs acknowledged" eval '[ "$(wc -l <"$TD_DIR/acked")" -ge 300 ]' \
-		>/dev/null
+	td_wait_for 120 "$fsyncs fsyncs acknowledged" \
+		eval '[ "$(wc -l <"$TD_DIR/acked")" -ge '"$fsyncs"' ]' >/dev/null
 	td_kill9
 	wait "$WRITER" || true
 	WRITER=
 	last=$(tail -n 1 "$TD_DIR/acked")
-	run "$REPLAY" --log "$TD_DIR/kill.wlog" --replay "$TD_DIR/zero.img" --check flush \
-		--fsck true
+	run "$REPLAY" --log "$TD_DIR/$name.wlog" --replay "$TD_DIR/zero.img" "$@"
 	assert_success
 	python3 - "$TD_DIR/zero.img" "$last" <<'PY'
 import hashlib, os, sys
@@ -240,6 +243,11 @@ print("records up to %d intact" % last, file=sys.stderr)
 PY
 }
 
+@test "kill -9 in the middle of fsyncing writes: the log replays, and holds every write whose fsync returned" {
+	start_tagdiskd --size 16M
+	kill_writer_and_replay kill 300 --check flush --fsck true
+}
+
 @test "kill -9 right after fsyncs return, the super block's writes slowed down: every fsynced write is counted" {
 	# wlog_slow_super.c: each write of the log's super block waits 100 ms first, so a count
 	# that lags its flush would be caught by the kill.
@@ -248,27 +256,7 @@ PY
 	TD_WRAPPER="env LD_PRELOAD=$TD_DIR/slow_super.so WLOG_SUPER_DELAY_US=100000
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
 		start_tagdiskd --size 16M
-	truncate -s 16M "$TD_DIR/zero.img"
-	run td_ctl log start "$TD_DIR/slow.wlog"
-	assert_success
-	python3 -c "$WRITER_PY" "$TD_DISK" >"$TD_DIR/acked" 2>/dev/null &
-	WRITER=$!
-	td_wait_for 120 "20 fsyncs acknowledged" eval '[ "$(wc -l <"$TD_DIR/acked")" -ge 20 ]' \
-		>/dev/null
-	td_kill9
-	wait "$WRITER" || true
-	WRITER=
-	last=$(tail -n 1 "$TD_DIR/acked")
-	run "$REPLAY" --log "$TD_DIR/slow.wlog" --replay "$TD_DIR/zero.img"
-	assert_success
-	python3 - "$TD_DIR/zero.img" "$last" <<'PY'
-import hashlib, os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-last = int(sys.argv[2])
-for i in range(max(0, last - 4095), last + 1):
-    want = (hashlib.sha256(b"%d" % i).digest() * 128)[:4096]
-    assert os.pread(fd, 4096, (i % 4096) * 4096) == want, "record %d (fsynced) missing" % i
-PY
+	kill_writer_and_replay slow 20
 }
 
 @test "tagdisk-replay refuses bad input in one line, exit 2, and writes nothing" {

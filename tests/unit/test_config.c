@@ -1724,7 +1724,8 @@ static void test_config_build_without_file_gives_defaults(void **state)
 /* ---- validate --------------------------------------------------------- */
 
 /* A config that validates: mountpoint <tmp>/mnt, image <tmp>/disk.img (missing), size 1M. */
-static void valid_config(struct tmp *t, struct td_config *c)
+/* A config that validates, with the socket left to its default. */
+static void valid_config_default_socket(struct tmp *t, struct td_config *c)
 {
 	const char *mnt = path_in(t, "mnt");
 
@@ -1735,6 +1736,15 @@ static void valid_config(struct tmp *t, struct td_config *c)
 	assert_int_equal(
 	    td_config_set(c, "disk", "image", path_in(t, "disk.img"), t->err, sizeof(t->err)), 0);
 	assert_int_equal(td_config_set(c, "disk", "size", "1M", t->err, sizeof(t->err)), 0);
+}
+
+/* A config that validates: its socket is not /run/tagdisk/disk.sock, which a daemon may hold. */
+static void valid_config(struct tmp *t, struct td_config *c)
+{
+	valid_config_default_socket(t, c);
+	assert_int_equal(
+	    td_config_set(c, "admin", "socket", path_in(t, "admin.sock"), t->err, sizeof(t->err)),
+	    0);
 }
 
 static void expect_invalid(struct td_config *c, struct tmp *t, const char *message)
@@ -1991,7 +2001,7 @@ static void test_config_validate_fills_default_socket(void **state)
 	struct td_config c;
 	char expect[PATH_MAX];
 
-	valid_config(t, &c);
+	valid_config_default_socket(t, &c);
 	assert_int_equal(td_config_set(&c, "disk", "name", "vol1", t->err, sizeof(t->err)), 0);
 	assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
 	if (geteuid() == 0)
@@ -2134,6 +2144,9 @@ static void test_config_validate_network_backends_need_no_image_file(void **stat
 					 0);
 		/* Any size: rbd creates with it, nbd compares it with the export's. */
 		assert_int_equal(td_config_set(&c, "disk", "size", "3M", t->err, sizeof(t->err)), 0);
+		assert_int_equal(td_config_set(&c, "admin", "socket", path_in(t, "admin.sock"),
+					       t->err, sizeof(t->err)),
+				 0);
 		assert_int_equal(td_config_validate(&c, t->err, sizeof(t->err)), 0);
 		assert_null(c.image);
 		assert_int_equal(td_config_set(&c, "disk", "size", "0", t->err, sizeof(t->err)), 0);
@@ -2620,8 +2633,12 @@ static void test_config_resolve_makes_built_equal_to_validated(void **state)
 	int before;
 
 	assert_int_equal(mkdir(path_in(t, "mnt"), 0755), 0);
-	/* Relative paths in the file are taken from the current directory. */
-	snprintf(text, sizeof(text), "[disk]\nimage = disk.img\nmountpoint = mnt/\n");
+	/*
+	 * Relative paths in the file are taken from the current directory. The
+	 * socket is the default of a name no daemon on this machine has.
+	 */
+	snprintf(text, sizeof(text), "[disk]\nimage = disk.img\nmountpoint = mnt/\nname = unit%d\n",
+		 (int)getpid());
 	write_file(ini, text);
 	assert_int_equal(parse_argv(&cl, argv, t->err, sizeof(t->err)), 0);
 	assert_non_null(getcwd(cwd, sizeof(cwd)));

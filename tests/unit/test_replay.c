@@ -142,21 +142,6 @@ static void make_target(struct dir *d, uint64_t bytes, uint8_t fill)
 	free(buf);
 }
 
-static uint8_t *read_file(const char *path, size_t *len)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY);
-	uint8_t *buf;
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	*len = (size_t)st.st_size;
-	buf = xmalloc(*len + 1);
-	assert_int_equal(read(fd, buf, *len), (ssize_t)*len);
-	close(fd);
-	return buf;
-}
-
 static void opts(struct dir *d, struct td_replay_opts *o)
 {
 	td_replay_opts_default(o);
@@ -224,7 +209,7 @@ static void test_replay_stops_where_asked(void **state)
 	opts(d, &o);
 	o.limit = 2;
 	assert_int_equal(run(d, &o), TD_REPLAY_OK);
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 0, 8, 1);
 	assert_sectors(t, 8, 8, 0xee);
 	assert_sectors(t, 16, 8, 2);
@@ -234,7 +219,7 @@ static void test_replay_stops_where_asked(void **state)
 	opts(d, &o);
 	o.end_mark = "b";
 	assert_int_equal(run(d, &o), TD_REPLAY_OK);
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_int_equal(len, DISK);
 	assert_sectors(t, 0, 4, 3);
 	assert_sectors(t, 4, 4, 1);
@@ -250,7 +235,7 @@ static void test_replay_stops_where_asked(void **state)
 	o.no_discard = true;
 	o.verbose = 2;
 	assert_int_equal(run(d, &o), TD_REPLAY_OK);
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 0, 4, 3);
 	assert_sectors(t, 4, DISK_SECTS - 4, 0xee);
 	free(t);
@@ -262,7 +247,7 @@ static void test_replay_stops_where_asked(void **state)
 	opts(d, &o);
 	o.start_sector = 30;
 	assert_int_equal(run(d, &o), TD_REPLAY_OK);
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 0, 32, 0xee);
 	assert_sectors(t, 32, 8, 4);
 	free(t);
@@ -321,12 +306,12 @@ static void test_replay_check_stops_at_first_failing_state(void **state)
 	assert_int_equal(run(d, &o), TD_REPLAY_CHECK_FAILED);
 	assert_non_null(strstr(d->err_buf, "check failed at entry 6 (FLUSH)"));
 	assert_non_null(strstr(d->err_buf, "exited with status 1"));
-	t = read_file(seen, &len);
+	t = read_whole_file(seen, &len);
 	t[len] = '\0';
 	assert_string_equal((char *)t, "2 1  prefix\n6 2 a prefix\n");
 	free(t);
 	/* Left in the failing state: entry 7 never written. */
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 32, 8, 0);
 	assert_sectors(t, 0, 4, 3);
 	free(t);
@@ -413,7 +398,7 @@ static uint64_t states_digest(struct dir *d, unsigned int n)
 		uint8_t *t;
 
 		snprintf(p, sizeof(p), "%s/state.%u", d->path, i);
-		t = read_file(p, &len);
+		t = read_whole_file(p, &len);
 		for (size_t k = 0; k < len; k++)
 			h = (h ^ t[k]) * 1099511628211ULL;
 		free(t);
@@ -444,7 +429,7 @@ static void test_replay_crash_states_are_states_a_cache_could_leave(void **state
 		fclose(f);
 		assert_true(point <= 4);
 		snprintf(p, sizeof(p), "%s/state.%u", d->path, i);
-		t = read_file(p, &len);
+		t = read_whole_file(p, &len);
 		/* Nothing after the crash point, nor of the next epoch. */
 		assert_sectors(t, 60, 1, 0);
 		if (point < 4)
@@ -465,7 +450,7 @@ static void test_replay_crash_states_are_states_a_cache_could_leave(void **state
 		free(t);
 	}
 	/* The target went back after each state, and ends as the whole log made it. */
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 0, 4, 1);
 	assert_sectors(t, 4, 8, 2);
 	assert_sectors(t, 20, 4, 3);
@@ -509,7 +494,7 @@ static void test_replay_crash_state_failure_names_it(void **state)
 	assert_int_equal(run(d, &o), TD_REPLAY_CHECK_FAILED);
 	assert_non_null(strstr(d->err_buf, "check failed at entry "));
 	assert_non_null(strstr(d->err_buf, "of the epoch of entries 0..5"));
-	t = read_file(d->target, &len);
+	t = read_whole_file(d->target, &len);
 	assert_sectors(t, 0, 4, 0);
 	assert_sectors(t, 8, 4, 2);
 	free(t);
@@ -614,14 +599,14 @@ static void test_replay_bad_input_writes_nothing(void **state)
 	assert_int_equal(dir_setup(&ds), 0);
 	d = ds;
 	make_bad(d, bc->kind, &o);
-	before = read_file(d->target, &blen);
+	before = read_whole_file(d->target, &blen);
 	assert_int_equal(run(d, &o), TD_REPLAY_BAD_INPUT);
 	print_message("# %s", d->err_buf);
 	assert_non_null(strstr(d->err_buf, bc->message));
 	/* One message: one line. */
 	assert_non_null(strchr(d->err_buf, '\n'));
 	assert_string_equal(strchr(d->err_buf, '\n'), "\n");
-	after = read_file(d->target, &alen);
+	after = read_whole_file(d->target, &alen);
 	assert_int_equal(alen, blen);
 	assert_memory_equal(after, before, blen);
 	free(before);

@@ -63,22 +63,6 @@ static void tmp_remove(struct tmp *t)
 	rmdir(t->dir);
 }
 
-/* Return: the whole file at @path (malloc'd), its length in *@len. */
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY);
-	uint8_t *buf;
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	*len = (size_t)st.st_size;
-	buf = xmalloc(*len + 1);
-	assert_int_equal(pread(fd, buf, *len, 0), (ssize_t)*len);
-	close(fd);
-	return buf;
-}
-
 /* ---- the format, byte for byte ---------------------------------------------------------- */
 
 static void le(uint8_t *p, uint64_t v, int bytes)
@@ -199,7 +183,7 @@ static void test_wlog_format_byte_for_byte(void **state)
 	assert_int_equal(off, exp_len);
 
 	size_t len;
-	uint8_t *got = slurp(t.path, &len);
+	uint8_t *got = read_whole_file(t.path, &len);
 
 	assert_int_equal(len, exp_len);
 	for (size_t i = 0; i < len; i++)
@@ -423,7 +407,7 @@ static void parse_log(const char *path, struct parsed *p)
 {
 	size_t off;
 
-	p->buf = slurp(path, &p->len);
+	p->buf = read_whole_file(path, &p->len);
 	assert_true(p->len >= 512);
 	assert_int_equal(td_wlog_decode_super(p->buf, &p->s), 0);
 	p->v = calloc(p->s.nr_entries + 1, sizeof(*p->v));
@@ -472,26 +456,12 @@ static void parsed_free(struct parsed *p)
  * to pin a flush at the drive while the test looks.
  */
 struct gate {
-	struct td_backend inner;
+	struct td_backend inner; /* first: the fwd_* calls find it there */
 	atomic_bool hold_flush;
 	atomic_bool fail_flush;
 	atomic_bool flush_entered;
 	sem_t release;
 };
-
-static int gate_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
-{
-	struct gate *g = priv;
-
-	return g->inner.ops->read(g->inner.priv, iov, iovcnt, off);
-}
-
-static int gate_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
-{
-	struct gate *g = priv;
-
-	return g->inner.ops->write(g->inner.priv, iov, iovcnt, off, fua);
-}
 
 static int gate_flush(void *priv)
 {
@@ -507,35 +477,14 @@ static int gate_flush(void *priv)
 	return g->inner.ops->flush(g->inner.priv);
 }
 
-static int gate_discard(void *priv, uint64_t off, uint64_t len)
-{
-	struct gate *g = priv;
-
-	return g->inner.ops->discard(g->inner.priv, off, len);
-}
-
-static int gate_write_zeroes(void *priv, uint64_t off, uint64_t len)
-{
-	struct gate *g = priv;
-
-	return g->inner.ops->write_zeroes(g->inner.priv, off, len);
-}
-
-static void gate_destroy(void *priv)
-{
-	struct gate *g = priv;
-
-	g->inner.ops->destroy(g->inner.priv);
-}
-
 static const struct td_backend_ops gate_ops = {
 	.name = "gate",
-	.read = gate_read,
-	.write = gate_write,
+	.read = fwd_read,
+	.write = fwd_write,
 	.flush = gate_flush,
-	.discard = gate_discard,
-	.write_zeroes = gate_write_zeroes,
-	.destroy = gate_destroy,
+	.discard = fwd_discard,
+	.write_zeroes = fwd_write_zeroes,
+	.destroy = fwd_destroy,
 };
 
 struct env {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* unit_util.c - helpers shared by the unit tests (see unit_util.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -134,14 +137,57 @@ bool done_wait(struct done *d, unsigned int n, unsigned int ms)
 	return ok;
 }
 
-/* ---- the recording backend -------------------------------------------------------------- */
+/* ---- backends that wrap another --------------------------------------------------------- */
 
-static int rec_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
+/* A wrapping backend's struct starts with the backend it wraps. */
+static struct td_backend *inner_of(void *priv)
 {
-	struct rec *r = priv;
-
-	return r->inner.ops->read(r->inner.priv, iov, iovcnt, off);
+	return (struct td_backend *)priv;
 }
+
+int fwd_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
+{
+	struct td_backend *in = inner_of(priv);
+
+	return in->ops->read(in->priv, iov, iovcnt, off);
+}
+
+int fwd_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
+{
+	struct td_backend *in = inner_of(priv);
+
+	return in->ops->write(in->priv, iov, iovcnt, off, fua);
+}
+
+int fwd_flush(void *priv)
+{
+	struct td_backend *in = inner_of(priv);
+
+	return in->ops->flush(in->priv);
+}
+
+int fwd_discard(void *priv, uint64_t off, uint64_t len)
+{
+	struct td_backend *in = inner_of(priv);
+
+	return in->ops->discard(in->priv, off, len);
+}
+
+int fwd_write_zeroes(void *priv, uint64_t off, uint64_t len)
+{
+	struct td_backend *in = inner_of(priv);
+
+	return in->ops->write_zeroes(in->priv, off, len);
+}
+
+void fwd_destroy(void *priv)
+{
+	struct td_backend *in = inner_of(priv);
+
+	in->ops->destroy(in->priv);
+}
+
+/* ---- the recording backend -------------------------------------------------------------- */
 
 static int rec_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua)
 {
@@ -153,45 +199,17 @@ static int rec_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t o
 		atomic_fetch_add(&r->fua_writes, 1);
 	if (hold)
 		sleep_us(hold);
-	return r->inner.ops->write(r->inner.priv, iov, iovcnt, off, fua);
-}
-
-static int rec_flush(void *priv)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->flush(r->inner.priv);
-}
-
-static int rec_discard(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->discard(r->inner.priv, off, len);
-}
-
-static int rec_write_zeroes(void *priv, uint64_t off, uint64_t len)
-{
-	struct rec *r = priv;
-
-	return r->inner.ops->write_zeroes(r->inner.priv, off, len);
-}
-
-static void rec_destroy(void *priv)
-{
-	struct rec *r = priv;
-
-	r->inner.ops->destroy(r->inner.priv);
+	return fwd_write(priv, iov, iovcnt, off, fua);
 }
 
 const struct td_backend_ops rec_ops = {
 	.name = "rec",
-	.read = rec_read,
+	.read = fwd_read,
 	.write = rec_write,
-	.flush = rec_flush,
-	.discard = rec_discard,
-	.write_zeroes = rec_write_zeroes,
-	.destroy = rec_destroy,
+	.flush = fwd_flush,
+	.discard = fwd_discard,
+	.write_zeroes = fwd_write_zeroes,
+	.destroy = fwd_destroy,
 };
 
 struct rec *rec_create(uint64_t size)
@@ -201,6 +219,21 @@ struct rec *rec_create(uint64_t size)
 	assert_non_null(r);
 	assert_int_equal(td_backend_mem_init(&r->inner, size), 0);
 	return r;
+}
+
+uint8_t *read_whole_file(const char *path, size_t *len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint8_t *buf;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	buf = xmalloc(*len + 1);
+	assert_int_equal(pread(fd, buf, *len, 0), (ssize_t)*len);
+	close(fd);
+	return buf;
 }
 
 void test_list_add(struct test_list *l, const char *name, CMUnitTestFunction fn,

@@ -2,7 +2,8 @@
 /*
  * unit_util.h - helpers shared by the unit tests: time, sleeping, a
  * reproducible random generator, buffer checks, a counter of ended bios
- * that a test can wait on, and a memory backend that records its writes.
+ * that a test can wait on, reading a whole file, pass-through calls for a
+ * backend that wraps another, and a memory backend that records its writes.
  *
  * Linked into every test binary (build/tests/unit_util.o). Failures inside
  * these helpers fail the calling cmocka test.
@@ -43,6 +44,9 @@ bool all_value(const uint8_t *p, size_t len, uint8_t v);
 /* Return: @n bytes of heap; fails the test when there are none. */
 uint8_t *xmalloc(size_t n);
 
+/* Return: the whole file at @path (malloc'd, with a spare byte after it), its length in *@len. */
+uint8_t *read_whole_file(const char *path, size_t *len);
+
 /* Counts ended bios; waiters sleep on a CLOCK_MONOTONIC condition variable. */
 struct done {
 	pthread_mutex_t lock;
@@ -58,6 +62,18 @@ void done_add(struct done *d, int err);
 unsigned int done_count(struct done *d);
 /* Return: true when @n bios have ended within @ms milliseconds. */
 bool done_wait(struct done *d, unsigned int n, unsigned int ms);
+
+/*
+ * Backend calls that pass through to the backend a test backend wraps: its
+ * struct's first member is that struct td_backend. A wrapper sets these in
+ * its td_backend_ops for the calls it does not change.
+ */
+int fwd_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off);
+int fwd_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t off, bool fua);
+int fwd_flush(void *priv);
+int fwd_discard(void *priv, uint64_t off, uint64_t len);
+int fwd_write_zeroes(void *priv, uint64_t off, uint64_t len);
+void fwd_destroy(void *priv);
 
 /*
  * A memory backend that counts writes (and FUA writes) and can sleep before
