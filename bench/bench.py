@@ -112,6 +112,12 @@ def sh(*args, **kw):
     return subprocess.run(args, check=True, **kw)
 
 
+def fill_image(path, size):
+    """Write @path whole with fio's data, so that reads come from allocated blocks."""
+    sh("fio", "--name=fill", f"--filename={path}", "--rw=write", "--bs=1M", f"--size={size}",
+       "--ioengine=psync", "--output=/dev/null")
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -334,8 +340,7 @@ def main():
     try:
         # One prefilled image, copied per daemon so nobody shares a file.
         first = os.path.join(store, "raw.img")
-        sh("fio", "--name=fill", f"--filename={first}", "--rw=write", "--bs=1M",
-           f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
+        fill_image(first, a.size)
         images = {"raw": first}
         served = [f"{k}-{tr}" for k in ("pass", "bio", "rq", "mq") for tr in TRANSPORTS]
         for t in served:
@@ -552,8 +557,7 @@ def log_experiment(build, a, store=None, image=None):
     img = image
     if img is None:
         img = os.path.join(where, "log.img")
-        sh("fio", "--name=fill", f"--filename={img}", "--rw=write", "--bs=1M",
-           f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
+        fill_image(img, a.size)
     runtime = a.log_runtime
     iops = {(rw, logged): [] for rw in ("randwrite", "randread") for logged in (False, True)}
     ratios = {rw: [] for rw in ("randwrite", "randread")}
@@ -621,8 +625,7 @@ def trace_experiment(build, a, store=None, image=None):
     img = image
     if img is None:
         img = os.path.join(work, "trace.img")
-        sh("fio", "--name=fill", f"--filename={img}", "--rw=write", "--bs=1M",
-           f"--size={a.size}", "--ioengine=psync", "--output=/dev/null")
+        fill_image(img, a.size)
     runtime = a.trace_runtime
     plain, traced, dropped, events = [], [], 0, []
     d = Daemon(tagdiskd, img, work, "trace", ["--mode", "rq", "--elevator", "deadline",
