@@ -198,6 +198,20 @@ td_ctl() {
 	"$TAGDISKCTL" -s "$TD_SOCK" "$@"
 }
 
+# td_kmsg_mark: put a line of its own in the kernel log and print it; td_kmsg_since MARK
+# prints what the kernel logged after it. The kernel log is the machine's: a test reads only
+# its own part of it, not what other tests (or anything else) left there before.
+td_kmsg_mark() {
+	local mark
+	mark="tagdisk-test: mark $$.$RANDOM.$EPOCHREALTIME"
+	echo "$mark" >/dev/kmsg || return 1
+	echo "$mark"
+}
+
+td_kmsg_since() {
+	dmesg 2>/dev/null | awk -v m="$1" 'seen { print } index($0, m) { seen = 1 }'
+}
+
 # td_admin LINE: one raw protocol exchange.
 td_admin() {
 	python3 - "$TD_SOCK" "$1" <<'PY'
