@@ -612,6 +612,9 @@ static int fail_start_as(struct daemon *d, int status, bool unservable)
 		td_frontend_detach(d->fe);
 	teardown(d, true, false);
 	td_takeover_fini(&d->takeover);
+	/* Not teardown()'s: a restart in place executes it after the stop's teardown. */
+	free(d->exe);
+	d->exe = NULL;
 	td_daemonize_failed(unservable);
 	return status;
 }
