@@ -131,7 +131,8 @@ void td_daemonize_ready(void);
 
 /*
  * A daemon that had gone to the background re-executed itself in place
- * (takeover.h): log to syslog again, as td_daemonize_ready() had set up.
+ * (takeover.h), from the directory it was first started in: go back to "/"
+ * and log to syslog again, as td_daemonize() and td_daemonize_ready() had.
  */
 void td_daemonize_resume(void);
 

@@ -22,6 +22,7 @@
 #include <syslog.h>
 #include <unistd.h>
 #include "common/lock.h"
+#include "common/log.h"
 #include "daemon/daemon.h"
 
 #define REPORT_READY  'R'
@@ -261,6 +262,9 @@ void td_daemonize_resume(void)
 {
 	int ret;
 
+	/* Our predecessor went back to where it was started, for our command line. */
+	if (chdir("/") < 0)
+		td_warn("cannot move to /: %s", strerror(errno));
 	redirect_to_null(STDIN_FILENO);
 	redirect_to_null(STDOUT_FILENO);
 	ret = start_syslog();

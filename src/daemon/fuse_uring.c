@@ -93,7 +93,7 @@ struct td_ring_ent *td_ring_tag_ent(struct td_fuse_uring *u, uint64_t tag)
  *
  * Not SINGLE_ISSUER + DEFER_TASKRUN: deferring the task work that hands a
  * request to an armed entry until the thread next waits slows the common
- * case, a direct-I/O loop device on the disk (see the README's benchmarks).
+ * case, a direct-I/O loop device on the disk (see docs/benchmarks.md).
  * Without it, that task work runs whenever the thread returns to user space,
  * which td_ring_trim_idle() is written for.
  */

@@ -635,6 +635,9 @@ static int fail_start_as(struct daemon *d, int status, bool unservable)
 		td_frontend_detach(d->fe);
 	teardown(d, true, false);
 	td_takeover_fini(&d->takeover);
+	/* Not teardown()'s: a restart in place executes it after the stop's teardown. */
+	free(d->exe);
+	d->exe = NULL;
 	td_daemonize_failed(unservable);
 	return status;
 }
@@ -740,6 +743,15 @@ static int stop(struct daemon *d, int run_ret)
 	if (d->end != END_UNMOUNT) {
 		/* The next daemon serves it: the connection stays, with what the kernel queued. */
 		td_frontend_detach(d->fe);
+		/*
+		 * Restarting in place: the new image parses our command line again, so
+		 * its relative paths must mean what they meant here. It starts where we
+		 * were started (a detached daemon sits in "/"; it goes back there once it
+		 * has parsed them); teardown() below frees start_dir.
+		 */
+		if (d->end == END_EXEC && chdir(d->start_dir) < 0)
+			td_warn("restart: back to \"%s\", where relative paths point: %s",
+				d->start_dir, strerror(errno));
 	} else {
 		/* A stop: the service manager forgets the connection before it goes. */
 		td_takeover_unstore(&d->takeover);

@@ -118,6 +118,32 @@ no_daemon_for() {
 	[ ! -e "$TD_PIDFILE" ]
 }
 
+@test "a detached daemon started with relative paths restarts in place: same pid, same mount, in /" {
+	run --separate-stderr bash -c 'cd "$1" && exec timeout -s KILL 60 "$2" --image disk.img \
+		--size 64M --mount mnt --socket admin.sock --pid-file td.pid' _ "$TD_DIR" "$TAGDISKD"
+	echo "status $status, stderr '$stderr'" >&2
+	[ "$status" -eq 0 ]
+	TD_PIDFILE=$TD_DIR/td.pid
+	daemon_from_pidfile
+	head -c 1M /dev/urandom >"$TD_DIR/data"
+	dd if="$TD_DIR/data" of="$TD_DISK" bs=64k oflag=direct conv=notrunc status=none
+	# The new image parses "disk.img", "mnt" and "admin.sock" again: from where it was
+	# started, not from "/", where the daemon lives.
+	run -0 timeout -s KILL 60 "$TAGDISKCTL" -s "$TD_SOCK" restart
+	[[ "${lines[1]}" == "restarted: pid $TD_PID, version "* ]]
+	[ "$(td_status pid)" -eq "$TD_PID" ]
+	[ "$(td_status image)" = "$TD_IMG" ]
+	[ "$(cat "$TD_PIDFILE")" -eq "$TD_PID" ]
+	[ "$(readlink "/proc/$TD_PID/cwd")" = / ]
+	td_is_mounted "$TD_MNT"
+	cmp -n 1048576 "$TD_DIR/data" "$TD_DISK"
+	kill -TERM "$TD_PID"
+	wait_gone "$TD_PID" 60
+	TD_PID=
+	td_not_mounted "$TD_MNT"
+	[ ! -e "$TD_PIDFILE" ]
+}
+
 @test "a stale pid file is replaced; one a live daemon holds is refused with status 2" {
 	echo 999999 >"$TD_PIDFILE"
 	bg_tagdiskd --size 64M --pid-file "$TD_PIDFILE"

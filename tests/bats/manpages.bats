@@ -139,7 +139,8 @@ see_also() {
 	examples=$(sed -n '/^\.SH EXAMPLES/,/^\.SH /p' "$TAGDISK_INI_5")
 	# Between the end of one example and the start of the next there is text.
 	run -1 grep -Pzo '\.EE\n\.RE\n\.PP\n\.RS\n\.EX' <<<"$examples"
-	[ "$(grep -c '^\[disk\]$' <<<"$examples")" -eq 3 ]
+	# The file tried out first, then the three for the unit.
+	[ "$(grep -c '^\[disk\]$' <<<"$examples")" -eq 4 ]
 	[[ $examples == *'/etc/tagdisk/vm1.ini'* ]]
 	[[ $examples == *'/etc/tagdisk/vm2.ini'* ]]
 	sed -n '/^\\fBsocket\\fR = /,/^\.TP/p' "$TAGDISK_INI_5" | grep -q 'so there this key has no effect'
@@ -151,7 +152,7 @@ see_also() {
 	[[ $examples == *'losetup \-\-direct\-io=on'* ]]
 	[[ $examples == *mkfs.ext4* ]]
 	[[ $examples == *'fio \-\-name='* ]]
-	[[ $examples == *'tagdiskctl \-s /srv/td/td.sock reset'* ]]
+	[[ $examples == *'tagdiskctl \-s td.sock reset'* ]]
 }
 
 # ---- against the code --------------------------------------------------------------------------
