@@ -239,11 +239,14 @@ check-bats:
 	@tests/run-tests.sh $(BUILD) bats
 
 .PHONY: unit-tests
-unit-tests: check-headers $(UNIT_TESTS) $(BUILD)/tests/libslowtrim.so
+# LD_PRELOAD shims for the integration tests (tests/tools/slow_trim.c, hold_umount.c): not
+# instrumented, whatever the build, since they are loaded into instrumented daemons.
+TEST_SHIMS := $(BUILD)/tests/libslowtrim.so $(BUILD)/tests/libholdumount.so
+unit-tests: check-headers $(UNIT_TESTS) $(TEST_SHIMS)
 
-# An LD_PRELOAD shim for the integration tests (tests/tools/slow_trim.c): not instrumented,
-# whatever the build, since it is loaded into instrumented daemons.
 $(BUILD)/tests/libslowtrim.so: tests/tools/slow_trim.c
+$(BUILD)/tests/libholdumount.so: tests/tools/hold_umount.c
+$(TEST_SHIMS):
 	@mkdir -p $(@D)
 	@$(if $(Q),echo '  CC      $<')
 	$(Q)$(CC) -shared -fPIC -O2 -D_GNU_SOURCE $(TD_WARN) -o $@ $< -ldl

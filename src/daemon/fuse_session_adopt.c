@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -127,6 +128,15 @@ int td_session_adopt(struct td_fuse_session *s)
 
 void td_session_unmount_adopted(struct td_fuse_session *s)
 {
+	struct pollfd pfd = { .fd = s->fd };
+
+	/*
+	 * A connection the kernel has ended reports POLLERR: unmounted from
+	 * outside. The directory may hold someone else's mount by now; leave it
+	 * (libfuse checks the same before it unmounts what it mounted).
+	 */
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR))
+		return;
 	if (umount2(s->mountpoint, UMOUNT_NOFOLLOW) == 0)
 		return;
 	if (errno == EBUSY && umount2(s->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)

@@ -252,3 +252,32 @@ kills_under_fio() {
 	[ "$(td_status recovery)" = false ]
 	stop_tagdiskd
 }
+
+@test "unmounted from outside, a daemon (fresh or restarted in place) leaves alone a mount made meanwhile on its directory" {
+	local round pid
+	for round in fresh restarted; do
+		rm -f "$TD_DIR/go" "$TD_DIR/umounts"
+		# hold_umount.c: each umount2() of the daemon waits for $TD_DIR/go, so the other
+		# mount is surely there by the time the daemon could unmount.
+		TD_WRAPPER="env LD_PRELOAD=$TD_BUILD/tests/libholdumount.so
+			TD_HOLD_UMOUNT_GO=$TD_DIR/go TD_HOLD_UMOUNT_LOG=$TD_DIR/umounts
+			ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+			TD_TRANSPORT=classic start_tagdiskd --size 16M
+		pid=$TD_PID
+		if [ "$round" = restarted ]; then
+			run -0 td_ctl restart
+			[[ "${lines[1]}" == "restarted: pid $pid, "* ]]
+		fi
+		umount "$TD_MNT"
+		mount -t tmpfs -o size=1M "other-$round" "$TD_MNT"
+		touch "$TD_DIR/go"
+		td_wait_exit 120
+		echo "$round: exit status $TD_RC; the daemon's umount2 calls:" \
+			"$(cat "$TD_DIR/umounts" 2>/dev/null)" >&2
+		[ "$TD_RC" -eq 0 ]
+		TD_PID=
+		[ "$(findmnt -n -o FSTYPE --mountpoint "$TD_MNT")" = tmpfs ]
+		[ "$(findmnt -n -o SOURCE --mountpoint "$TD_MNT")" = "other-$round" ]
+		umount "$TD_MNT"
+	done
+}
