@@ -61,10 +61,8 @@
 #define IOV_MAX 1024
 #endif
 
-/* The staging ring (TD_WLOG_RING_BYTES), in memory for as long as a log records. */
-#define RING_SIZE TD_WLOG_RING_BYTES
 /* Entries bigger than this bypass the ring (written by their thread, in turn). */
-#define DIRECT_MIN (RING_SIZE / 4)
+#define DIRECT_MIN (TD_WLOG_RING_BYTES / 4)
 /* Most bytes the writer writes in one call. */
 #define WRITE_MAX (4U << 20)
 /*
@@ -78,7 +76,7 @@
 /* Header sectors are padded from here. */
 static const uint8_t zero_sector[4096];
 
-struct boundary {
+struct td_wlog_boundary {
 	uint64_t count;	  /* the super block may say this many entries... */
 	uint64_t end_off; /* ...once the file holds this many bytes */
 };
@@ -110,7 +108,7 @@ struct td_wlog {
 	struct td_list pending; /* see the top */
 	struct td_list held;
 	unsigned int ending;	/* flushes taken off held whose sector is being written */
-	struct boundary *bounds; /* a FIFO: [bound_head, bound_tail) of bound_cap */
+	struct td_wlog_boundary *bounds; /* a FIFO: [bound_head, bound_tail) of bound_cap */
 	size_t bound_head, bound_tail, bound_cap;
 	uint64_t super_count;	 /* what the super block in the file says */
 	uint64_t fail_index;	 /* entries from here on are not trusted (UINT64_MAX: none) */
@@ -155,7 +153,7 @@ static bool full_write(int fd, struct iovec *iov, int cnt, uint64_t off, int *er
 	return true;
 }
 
-static int write_buf(int fd, const void *buf, size_t len, uint64_t off)
+static int td_wlog_pwrite(int fd, const void *buf, size_t len, uint64_t off)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	int err = 0;
@@ -165,7 +163,7 @@ static int write_buf(int fd, const void *buf, size_t len, uint64_t off)
 }
 
 /* Stop recording after @err; entries from @index on are not trusted. */
-static void fail_locked(struct td_wlog *wl, uint64_t index, int err, const char *what)
+static void td_wlog_fail_locked(struct td_wlog *wl, uint64_t index, int err, const char *what)
 {
 	assert(td_lock_held(&wl->lock));
 	if (index < wl->fail_index)
@@ -181,23 +179,23 @@ static void fail_locked(struct td_wlog *wl, uint64_t index, int err, const char 
 	td_cond_broadcast(&wl->progress);
 }
 
-static void wake_writer_locked(struct td_wlog *wl)
+static void td_wlog_wake_writer_locked(struct td_wlog *wl)
 {
 	if (wl->writer_sleeping)
 		td_cond_signal(&wl->work);
 }
 
-static void progress_locked(struct td_wlog *wl)
+static void td_wlog_progress_locked(struct td_wlog *wl)
 {
 	if (wl->waiters)
 		td_cond_broadcast(&wl->progress);
 }
 
 /* Wait for the writer (or a slot leaving a list); the writer writes at once for a waiter. */
-static void wait_progress_locked(struct td_wlog *wl)
+static void td_wlog_wait_progress_locked(struct td_wlog *wl)
 {
 	wl->waiters++;
-	wake_writer_locked(wl);
+	td_wlog_wake_writer_locked(wl);
 	td_cond_wait(&wl->progress, &wl->lock);
 	wl->waiters--;
 }
@@ -211,21 +209,22 @@ static uint64_t avail_locked(struct td_wlog *wl)
 }
 
 /* After the staging of an entry: wake the writer when a good chunk waits for it. */
-static void staged_locked(struct td_wlog *wl)
+static void td_wlog_staged_locked(struct td_wlog *wl)
 {
 	if (wl->writer_sleeping && avail_locked(wl) - wl->written_upto >= WAKE_BYTES)
 		td_cond_signal(&wl->work);
 }
 
 /* Note that the super block may say @count once the file holds @end_off bytes. */
-static void push_boundary_locked(struct td_wlog *wl, uint64_t count, uint64_t end_off)
+static void td_wlog_push_boundary_locked(struct td_wlog *wl, uint64_t count, uint64_t end_off)
 {
 	if (wl->bound_tail - wl->bound_head == wl->bound_cap) {
 		size_t cap = wl->bound_cap * 2;
-		struct boundary *b = malloc(cap * sizeof(*b));
+		struct td_wlog_boundary *b = malloc(cap * sizeof(*b));
 
 		if (!b) {
-			fail_locked(wl, count - 1, -ENOMEM, "recording a super block boundary");
+			td_wlog_fail_locked(wl, count - 1, -ENOMEM,
+					    "recording a super block boundary");
 			return;
 		}
 		for (size_t i = 0; i < wl->bound_cap; i++)
@@ -236,7 +235,7 @@ static void push_boundary_locked(struct td_wlog *wl, uint64_t count, uint64_t en
 		wl->bound_head = 0;
 		wl->bound_cap = cap;
 	}
-	wl->bounds[wl->bound_tail++ % wl->bound_cap] = (struct boundary){ count, end_off };
+	wl->bounds[wl->bound_tail++ % wl->bound_cap] = (struct td_wlog_boundary){ count, end_off };
 }
 
 /* Return: what the super block may count now (taking the boundaries passed). */
@@ -248,7 +247,7 @@ static uint64_t super_target_locked(struct td_wlog *wl)
 	if (!td_list_empty(&wl->held))
 		limit = TD_MIN(limit, td_list_first_entry(&wl->held, struct td_wlog_slot, node)->index);
 	while (wl->bound_head != wl->bound_tail) {
-		const struct boundary *b = &wl->bounds[wl->bound_head % wl->bound_cap];
+		const struct td_wlog_boundary *b = &wl->bounds[wl->bound_head % wl->bound_cap];
 
 		if (b->end_off > wl->written_upto || b->count > limit)
 			break;
@@ -258,7 +257,7 @@ static uint64_t super_target_locked(struct td_wlog *wl)
 	return target;
 }
 
-static int write_super(struct td_wlog *wl, int fd, uint64_t count)
+static int td_wlog_write_super(struct td_wlog *wl, int fd, uint64_t count)
 {
 	struct td_wlog_super s = {
 		.magic = TD_WLOG_MAGIC,
@@ -293,11 +292,11 @@ static void reserve_locked(struct td_wlog *wl, struct td_wlog_slot *s, uint64_t 
 	s->next = NULL;
 	wl->next_off += wl->sectorsize + data_bytes;
 	if (sync_point || wl->next_index % TD_WLOG_SUPER_EVERY == 0)
-		push_boundary_locked(wl, wl->next_index, wl->next_off);
+		td_wlog_push_boundary_locked(wl, wl->next_index, wl->next_off);
 }
 
 /* Lay out a mark entry named @name (NUL-padded) in @sector. */
-static void mark_sector(uint8_t *sector, uint32_t sectorsize, const char *name)
+static void td_wlog_mark_sector(uint8_t *sector, uint32_t sectorsize, const char *name)
 {
 	struct td_wlog_entry e = { .flags = TD_WLOG_F_MARK, .data_len = strlen(name) };
 
@@ -314,7 +313,7 @@ static bool recording_locked(const struct td_wlog *wl)
 
 /* ---- the writer ------------------------------------------------------------------------- */
 
-static void ring_put(struct td_wlog *wl, uint64_t off, const void *src, size_t len);
+static void td_wlog_ring_put(struct td_wlog *wl, uint64_t off, const void *src, size_t len);
 
 /*
  * The flushes not yet ended whose sectors lie in [@start, @end) (less than a
@@ -336,18 +335,18 @@ static void stand_in_held_locked(struct td_wlog *wl, uint64_t start, uint64_t en
 		if (s->off >= end)
 			break;
 		if (!built)
-			mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_UNFINISHED);
+			td_wlog_mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_UNFINISHED);
 		built = true;
-		ring_put(wl, s->off, sector, wl->sectorsize);
+		td_wlog_ring_put(wl, s->off, sector, wl->sectorsize);
 	}
 }
 
 /* Write file bytes [@start, @end) from the ring. Return: 0 or a negative errno. */
 static int write_from_ring(struct td_wlog *wl, int fd, uint64_t start, uint64_t end)
 {
-	uint64_t at = start % RING_SIZE;
+	uint64_t at = start % TD_WLOG_RING_BYTES;
 	uint64_t len = end - start;
-	uint64_t first = TD_MIN(len, RING_SIZE - at);
+	uint64_t first = TD_MIN(len, TD_WLOG_RING_BYTES - at);
 	struct iovec iov[2] = {
 		{ .iov_base = wl->ring + at, .iov_len = first },
 		{ .iov_base = wl->ring, .iov_len = len - first },
@@ -358,7 +357,7 @@ static int write_from_ring(struct td_wlog *wl, int fd, uint64_t start, uint64_t 
 	return err;
 }
 
-static void *writer_main(void *arg)
+static void *td_wlog_writer_main(void *arg)
 {
 	struct td_wlog *wl = arg;
 
@@ -389,8 +388,8 @@ static void *writer_main(void *arg)
 			wl->writer_busy = false;
 			wl->written_upto = end;
 			if (err)
-				fail_locked(wl, valid, err, "writing entries");
-			progress_locked(wl);
+				td_wlog_fail_locked(wl, valid, err, "writing entries");
+			td_wlog_progress_locked(wl);
 			continue;
 		}
 		uint64_t target = super_target_locked(wl);
@@ -398,14 +397,15 @@ static void *writer_main(void *arg)
 		if (target > wl->super_count && wl->state == TD_WLOG_ON) {
 			wl->writer_busy = true;
 			td_mutex_unlock(&wl->lock);
-			err = write_super(wl, fd, target);
+			err = td_wlog_write_super(wl, fd, target);
 			td_mutex_lock(&wl->lock);
 			wl->writer_busy = false;
 			if (err)
-				fail_locked(wl, wl->super_count, err, "writing the super block");
+				td_wlog_fail_locked(wl, wl->super_count, err,
+						    "writing the super block");
 			else
 				wl->super_count = target;
-			progress_locked(wl);
+			td_wlog_progress_locked(wl);
 			continue;
 		}
 		if (wl->writer_stop)
@@ -483,11 +483,12 @@ int td_wlog_start(struct td_wlog *wl, const char *path, char *err, size_t errlen
 		ret = -EINVAL;
 		goto out_ctl;
 	}
-	wl->ring = malloc(RING_SIZE);
+	wl->ring = malloc(TD_WLOG_RING_BYTES);
 	wl->bound_cap = 1024;
 	wl->bounds = malloc(wl->bound_cap * sizeof(*wl->bounds));
 	if (!wl->ring || !wl->bounds) {
-		snprintf(err, errlen, "out of memory for the log's %u MiB buffer", RING_SIZE >> 20);
+		snprintf(err, errlen, "out of memory for the log's %u MiB buffer",
+			 TD_WLOG_RING_BYTES >> 20);
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -497,7 +498,7 @@ int td_wlog_start(struct td_wlog *wl, const char *path, char *err, size_t errlen
 		snprintf(err, errlen, "\"%s\": %s", path, strerror(errno));
 		goto out_free;
 	}
-	ret = write_super(wl, fd, 0);
+	ret = td_wlog_write_super(wl, fd, 0);
 	if (ret) {
 		snprintf(err, errlen, "\"%s\": writing the super block: %s", path, strerror(-ret));
 		goto out_close;
@@ -518,7 +519,7 @@ int td_wlog_start(struct td_wlog *wl, const char *path, char *err, size_t errlen
 	wl->error_text[0] = '\0';
 	wl->writes = wl->discards = wl->flushes = wl->fua = wl->marks = 0;
 	wl->writer_stop = false;
-	ret = -pthread_create(&wl->writer, NULL, writer_main, wl);
+	ret = -pthread_create(&wl->writer, NULL, td_wlog_writer_main, wl);
 	if (ret) {
 		wl->state = TD_WLOG_OFF;
 		wl->fd = -1;
@@ -580,33 +581,33 @@ int td_wlog_stop(struct td_wlog *wl, struct td_wlog_status *st)
 	/* Nothing new is reserved from now on; what was reserved gets written. */
 	atomic_store_explicit(&wl->on, false, memory_order_relaxed);
 	wl->stopping = true;
-	wake_writer_locked(wl);
-	progress_locked(wl); /* flushes waiting to be counted give up */
+	td_wlog_wake_writer_locked(wl);
+	td_wlog_progress_locked(wl); /* flushes waiting to be counted give up */
 	while (!td_list_empty(&wl->pending) || wl->ending || wl->written_upto < wl->next_off ||
 	       wl->writer_busy)
-		wait_progress_locked(wl);
+		td_wlog_wait_progress_locked(wl);
 	fd = wl->fd;
 	/*
 	 * Flushes still at the drive: a stand-in each, written here under the
 	 * lock (their slots are the queue's, and their end frees them as soon as
 	 * they are orphans), and their end writes nothing.
 	 */
-	mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_UNFINISHED);
+	td_wlog_mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_UNFINISHED);
 	while (!td_list_empty(&wl->held)) {
 		struct td_wlog_slot *s = td_list_first_entry(&wl->held, struct td_wlog_slot, node);
 		int err = 0;
 
 		if (s->index < wl->fail_index)
-			err = write_buf(fd, sector, wl->sectorsize, s->off);
+			err = td_wlog_pwrite(fd, sector, wl->sectorsize, s->off);
 		if (err)
-			fail_locked(wl, s->index, err, "writing an entry");
+			td_wlog_fail_locked(wl, s->index, err, "writing an entry");
 		s->orphan = true;
 		td_list_del(&s->node);
 		wl->flushes--;
 		wl->marks++;
 	}
 	wl->writer_stop = true;
-	wake_writer_locked(wl);
+	td_wlog_wake_writer_locked(wl);
 	td_mutex_unlock(&wl->lock);
 	pthread_join(wl->writer, NULL);
 
@@ -614,14 +615,14 @@ int td_wlog_stop(struct td_wlog *wl, struct td_wlog_status *st)
 	uint64_t count = TD_MIN(wl->next_index, wl->fail_index);
 
 	td_mutex_unlock(&wl->lock);
-	ret = write_super(wl, fd, count);
+	ret = td_wlog_write_super(wl, fd, count);
 	if (!ret && fdatasync(fd) < 0 && errno != EINVAL)
 		ret = -errno;
 	if (close(fd) < 0 && !ret)
 		ret = -errno;
 	td_mutex_lock(&wl->lock);
 	if (ret)
-		fail_locked(wl, count, ret, "closing");
+		td_wlog_fail_locked(wl, count, ret, "closing");
 	else
 		wl->super_count = count;
 	if (wl->error)
@@ -671,19 +672,19 @@ bool td_wlog_on(const struct td_wlog *wl)
 /* ---- staging entries -------------------------------------------------------------------- */
 
 /* Copy @len bytes of @src to the ring bytes of file offset @off. */
-static void ring_put(struct td_wlog *wl, uint64_t off, const void *src, size_t len)
+static void td_wlog_ring_put(struct td_wlog *wl, uint64_t off, const void *src, size_t len)
 {
-	size_t at = (size_t)(off % RING_SIZE);
-	size_t first = TD_MIN(len, RING_SIZE - at);
+	size_t at = (size_t)(off % TD_WLOG_RING_BYTES);
+	size_t first = TD_MIN(len, TD_WLOG_RING_BYTES - at);
 
 	memcpy(wl->ring + at, src, first);
 	memcpy(wl->ring, (const uint8_t *)src + first, len - first);
 }
 
-static void ring_zero(struct td_wlog *wl, uint64_t off, size_t len)
+static void td_wlog_ring_zero(struct td_wlog *wl, uint64_t off, size_t len)
 {
-	size_t at = (size_t)(off % RING_SIZE);
-	size_t first = TD_MIN(len, RING_SIZE - at);
+	size_t at = (size_t)(off % TD_WLOG_RING_BYTES);
+	size_t first = TD_MIN(len, TD_WLOG_RING_BYTES - at);
 
 	memset(wl->ring + at, 0, first);
 	memset(wl->ring, 0, len - first);
@@ -696,7 +697,7 @@ static void ring_zero(struct td_wlog *wl, uint64_t off, size_t len)
  * write zeroes is left a hole, made part of the file by its last byte.
  * Return: 0 or a negative errno.
  */
-static int write_direct(struct td_wlog *wl, struct td_wlog_slot *s, int fd)
+static int td_wlog_write_direct(struct td_wlog *wl, struct td_wlog_slot *s, int fd)
 {
 	struct iovec iov[TD_RQ_MAX_BIOS + 2];
 	const struct td_bio *bio = s->bio;
@@ -709,7 +710,8 @@ static int write_direct(struct td_wlog *wl, struct td_wlog_slot *s, int fd)
 	if (!full_write(fd, iov, cnt, s->off, &err))
 		return err;
 	if (s->zeroes && s->data_bytes)
-		err = write_buf(fd, zero_sector, 1, s->off + wl->sectorsize + s->data_bytes - 1);
+		err = td_wlog_pwrite(fd, zero_sector, 1,
+				     s->off + wl->sectorsize + s->data_bytes - 1);
 	return err;
 }
 
@@ -724,10 +726,10 @@ static void stage(struct td_wlog *wl, struct td_wlog_slot *s)
 	if (direct) {
 		while (wl->written_upto != s->off ||
 		       td_list_first_entry(&wl->pending, struct td_wlog_slot, node) != s)
-			wait_progress_locked(wl);
+			td_wlog_wait_progress_locked(wl);
 	} else {
-		while (s->off + span > wl->written_upto + RING_SIZE)
-			wait_progress_locked(wl);
+		while (s->off + span > wl->written_upto + TD_WLOG_RING_BYTES)
+			td_wlog_wait_progress_locked(wl);
 	}
 	int fd = wl->fd;
 	bool skip = wl->state == TD_WLOG_FAILED;
@@ -736,21 +738,21 @@ static void stage(struct td_wlog *wl, struct td_wlog_slot *s)
 
 	if (direct) {
 		if (!skip)
-			err = write_direct(wl, s, fd);
+			err = td_wlog_write_direct(wl, s, fd);
 	} else {
 		const struct td_bio *bio = s->bio;
 		uint64_t at = s->off;
 
-		ring_put(wl, at, s->header, TD_WLOG_ENTRY_LEN);
-		ring_zero(wl, at + TD_WLOG_ENTRY_LEN, wl->sectorsize - TD_WLOG_ENTRY_LEN);
+		td_wlog_ring_put(wl, at, s->header, TD_WLOG_ENTRY_LEN);
+		td_wlog_ring_zero(wl, at + TD_WLOG_ENTRY_LEN, wl->sectorsize - TD_WLOG_ENTRY_LEN);
 		at += wl->sectorsize;
 		if (s->zeroes) {
-			ring_zero(wl, at, s->data_bytes);
+			td_wlog_ring_zero(wl, at, s->data_bytes);
 		} else {
 			for (uint32_t k = 0; k < s->nr_bios; k++, bio = bio->next) {
 				size_t len = (size_t)bio->nr_sectors << TD_SECTOR_SHIFT;
 
-				ring_put(wl, at, bio->data, len);
+				td_wlog_ring_put(wl, at, bio->data, len);
 				at += len;
 			}
 		}
@@ -763,10 +765,10 @@ static void stage(struct td_wlog *wl, struct td_wlog_slot *s)
 	if (direct)
 		wl->written_upto = s->off + span;
 	if (err)
-		fail_locked(wl, s->index, err, "writing an entry");
+		td_wlog_fail_locked(wl, s->index, err, "writing an entry");
 	if (first || direct)
-		staged_locked(wl);
-	progress_locked(wl);
+		td_wlog_staged_locked(wl);
+	td_wlog_progress_locked(wl);
 	td_mutex_unlock(&wl->lock);
 }
 
@@ -782,7 +784,7 @@ static void wait_counted_locked(struct td_wlog *wl, uint64_t index)
 	       index < wl->fail_index &&
 	       (td_list_empty(&wl->held) ||
 		td_list_first_entry(&wl->held, struct td_wlog_slot, node)->index >= index))
-		wait_progress_locked(wl);
+		td_wlog_wait_progress_locked(wl);
 }
 
 /*
@@ -805,9 +807,9 @@ static void end_flush(struct td_wlog *wl, struct td_wlog_slot *s)
 	/* Still on held (the super block must not count it yet), but no stand-in's. */
 	s->held = false;
 	wl->ending++;
-	wake_writer_locked(wl);
+	td_wlog_wake_writer_locked(wl);
 	while (wl->written_upto < s->off + wl->sectorsize)
-		wait_progress_locked(wl);
+		td_wlog_wait_progress_locked(wl);
 	int fd = wl->fd;
 	bool skip = s->index >= wl->fail_index;
 
@@ -818,21 +820,21 @@ static void end_flush(struct td_wlog *wl, struct td_wlog_slot *s)
 	td_mutex_unlock(&wl->lock);
 
 	if (s->err) {
-		mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_FAILED);
+		td_wlog_mark_sector(sector, wl->sectorsize, TD_WLOG_FLUSH_FAILED);
 	} else {
 		memset(sector, 0, wl->sectorsize);
 		memcpy(sector, s->header, TD_WLOG_ENTRY_LEN);
 	}
 	if (!skip)
-		err = write_buf(fd, sector, wl->sectorsize, s->off);
+		err = td_wlog_pwrite(fd, sector, wl->sectorsize, s->off);
 
 	td_mutex_lock(&wl->lock);
 	td_list_del(&s->node);
 	wl->ending--;
 	if (err)
-		fail_locked(wl, s->index, err, "writing a flush");
-	wake_writer_locked(wl);
-	progress_locked(wl);
+		td_wlog_fail_locked(wl, s->index, err, "writing a flush");
+	td_wlog_wake_writer_locked(wl);
+	td_wlog_progress_locked(wl);
 	/* An fsync that returns has its flush counted in the file. */
 	wait_counted_locked(wl, s->index);
 	td_mutex_unlock(&wl->lock);
@@ -865,25 +867,25 @@ int td_wlog_mark(struct td_wlog *wl, const char *name, uint64_t *index)
 	/* The name follows the fields in the header sector: stage it as a whole. */
 	uint8_t sector[4096];
 
-	mark_sector(sector, wl->sectorsize, name);
+	td_wlog_mark_sector(sector, wl->sectorsize, name);
 	td_wlog_encode_entry(&e, s.header);
 	s.zeroes = false;
 	s.err = 0;
 	s.bio = NULL;
 	s.nr_bios = 0;
 	td_mutex_lock(&wl->lock);
-	while (s.off + wl->sectorsize > wl->written_upto + RING_SIZE)
-		wait_progress_locked(wl);
+	while (s.off + wl->sectorsize > wl->written_upto + TD_WLOG_RING_BYTES)
+		td_wlog_wait_progress_locked(wl);
 	td_mutex_unlock(&wl->lock);
-	ring_put(wl, s.off, sector, wl->sectorsize);
+	td_wlog_ring_put(wl, s.off, sector, wl->sectorsize);
 
 	td_mutex_lock(&wl->lock);
 	bool first = td_list_first_entry(&wl->pending, struct td_wlog_slot, node) == &s;
 
 	td_list_del(&s.node);
 	if (first)
-		wake_writer_locked(wl);
-	progress_locked(wl);
+		td_wlog_wake_writer_locked(wl);
+	td_wlog_progress_locked(wl);
 	wait_counted_locked(wl, s.index);
 	if (s.index >= wl->fail_index || wl->state == TD_WLOG_FAILED)
 		ret = -EIO;
@@ -952,7 +954,7 @@ struct td_wlog_slot *td_wlog_reserve_flush(struct td_wlog *wl)
 	}
 	if (!s) {
 		/* Without its flush the log would lie about what is durable: stop here. */
-		fail_locked(wl, wl->next_index, -ENOMEM, "recording a flush");
+		td_wlog_fail_locked(wl, wl->next_index, -ENOMEM, "recording a flush");
 		td_mutex_unlock(&wl->lock);
 		return NULL;
 	}
