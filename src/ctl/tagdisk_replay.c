@@ -2,7 +2,7 @@
 /*
  * tagdisk_replay.c - tagdisk-replay's main(): the options, which are those of
  * xfstests' replay-log plus --crash-states and --seed (docs/tagdisk-replay.8);
- * the work is in replay.c.
+ * the work is in replay.c and its parts (replay_int.h).
  *
  * Exit status: 0 done, 1 a check failed, 2 bad usage or input (nothing
  * written to the target), 3 an I/O error while replaying.

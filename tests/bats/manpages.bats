@@ -199,10 +199,10 @@ see_also() {
 	done
 	run -0 python3 "$CHECK_MAN" options "$TAGDISK_REPLAY_8" OPTIONS \
 		"$BATS_FILE_TMPDIR/tagdisk-replay.help"
-	# The check command's environment, as replay.c sets it.
+	# The check command's environment, as replay_check.c sets it.
 	for sh in TD_REPLAY_TARGET TD_REPLAY_ENTRY TD_REPLAY_FLUSHES TD_REPLAY_MARK TD_REPLAY_STATE; do
 		grep -q "^\.B $sh\$" "$TAGDISK_REPLAY_8" || { echo "no $sh"; false; }
-		grep -q "\"$sh\"" "$TD_ROOT/src/ctl/replay.c" || { echo "replay.c sets no $sh"; false; }
+		grep -q "\"$sh\"" "$TD_ROOT/src/ctl/replay_check.c" || { echo "replay_check.c sets no $sh"; false; }
 	done
 }
 

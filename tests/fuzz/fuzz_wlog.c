@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * fuzz_wlog.c - tagdisk-replay's reading of a write log (src/ctl/replay.c,
+ * fuzz_wlog.c - tagdisk-replay's reading of a write log (src/ctl/replay*.c,
  * common/wlog_fmt.c) on arbitrary bytes: the input is the log file.
  *
  * replay.h promises that a bad log is one message and exit status 2 with

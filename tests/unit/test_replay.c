@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_replay.c - tagdisk-replay's work (src/ctl/replay.c) on logs built
+ * test_replay.c - tagdisk-replay's work (src/ctl/replay*.c) on logs built
  * here: replaying to an entry, a mark, a flush; --find and --num-entries;
  * checks that stop at the first failing state; crash states (each one a
  * state a volatile cache could leave, FUA writes before the crash point

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * test_wlog.c - the write log (src/engine/wlog.c, src/common/wlog_fmt.c) and
- * where the queue takes its entries (queue.c, queue_bio.c).
+ * test_wlog.c - the write log (src/engine/wlog*.c, src/common/wlog_fmt.c)
+ * and where the queue takes its entries (queue.c, queue_bio.c).
  *
  *  - the format, byte for byte: a known sequence (writes, a discard, a write
  *    of zeroes, a flush, a FUA write, a mark) written through the log's own
