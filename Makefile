@@ -259,9 +259,9 @@ SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 # files too slow (or too specialised) for make check.
 ASAN_BATS := tests/bats/daemon.bats tests/bats/disk_semantics.bats tests/bats/fio_verify.bats \
 	tests/bats/crash.bats $(wildcard tests/bats/admin.bats) tests/bats/slow/resets_under_fio.bats \
-	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/daemonize.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/daemonize.bats tests/bats/takeover.bats
 TSAN_BATS := tests/bats/slow/resets_under_fio.bats $(wildcard tests/bats/reset_load.bats) \
-	tests/bats/nbd.bats tests/bats/wlog.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/takeover.bats
 # Run again over FUSE io_uring (TD_TRANSPORT=uring): "@uring-pass" stands for the files of make
 # check's uring pass (URING_BATS in tests/run-tests.sh); then the idle-write test with its shim,
 # and the transport's own file.
