@@ -38,8 +38,10 @@
  * dispatches: submitters, and the drive's completion path. Nobody else.
  * Resets, the timer, elevator and depth changes call td_queue_kick_locked(),
  * which hands the run to the queue's own thread, td-kblockd (Linux's kblockd
- * does the same job), so a slow command holds up the submitter it came from
- * or td-kblockd, never the admin socket or the timeouts.
+ * does the same job); td-kblockd dispatches but executes nothing itself (an
+ * inline drive's own thread does), so a slow or hung command holds up the
+ * submitter it came from, never the admin socket, the timeouts or the
+ * redispatch of what a reset requeued.
  *
  * Drain: q->submitted and q->ended count bios at submission and after
  * end_io, per CPU; a drainer waits for the two sums to meet.
@@ -62,6 +64,13 @@
 /* The queue this thread is currently running with an inline drive, to flatten recursion. */
 static _Thread_local struct td_queue *inline_runner;
 static _Thread_local bool inline_rerun;
+/*
+ * This thread never executes a command (td-kblockd): with an inline drive,
+ * what it dispatches goes to the drive's own thread (td_drive_hand_off), so
+ * that a backend call that hangs can never stop it redispatching what a
+ * reset requeued.
+ */
+static _Thread_local bool never_executes;
 
 /* ---- ending bios ---------------------------------------------------------------------- */
 
@@ -461,6 +470,10 @@ static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list 
 		td_queue_end_bios(q, ends);
 		if (!is_inline)
 			return;
+		if (never_executes) {
+			td_drive_hand_off(q->drive, &batch);
+			return;
+		}
 
 		struct td_queue *outer = inline_runner;
 
@@ -526,6 +539,7 @@ void *td_queue_kblockd_main(void *arg)
 	struct td_queue *q = arg;
 
 	td_thread_name("td-kblockd");
+	never_executes = true;
 	td_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->kick_pending && !q->kblockd_stop)

@@ -234,6 +234,14 @@ void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
 /* The drive's completion function (td_drive_attach). */
 void td_queue_complete(void *ctx, struct td_list *done) td_nonnull(1, 2);
 
+/*
+ * The drive's unpin function (td_drive_attach): a request a bounded drain
+ * left ABORTED because a stale backend call pinned it fails with -EIO now;
+ * any other is left as it is. Takes the lock of @rq's queue (its hctx in mq
+ * mode, whatever @ctx is).
+ */
+void td_queue_unpinned(void *ctx, struct td_request *rq) td_nonnull(2);
+
 /* The kick thread; started by td_queue_create() in rq mode. */
 void *td_queue_kblockd_main(void *arg) td_nonnull(1);
 

@@ -130,7 +130,7 @@ int td_queue_mq_init(struct td_queue *q, const struct td_queue_params *p)
 		ctx->hctx = h;
 		h->hctx_ctx[c / nr_hw] = ctx;
 	}
-	td_drive_attach(q->drive, mq_complete, q);
+	td_drive_attach(q->drive, mq_complete, td_queue_unpinned, q);
 	return 0;
 
 out_destroy_hctxs:

@@ -296,7 +296,7 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 		if (ret)
 			goto out_detach_tags;
 	} else if (!parent) {
-		td_drive_attach(q->drive, td_queue_complete, q);
+		td_drive_attach(q->drive, td_queue_complete, td_queue_unpinned, q);
 	}
 
 	if (q->mode == TD_MODE_RQ) {
