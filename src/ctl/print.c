@@ -173,6 +173,38 @@ static void status_fuse(struct json_object *r, char *line, size_t len)
 			 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
 }
 
+/*
+ * A hung medium: the backend calls a reset left behind, one line each, under
+ * "stuck calls 2, the drive is fenced: ..."; nothing when there are none.
+ */
+static void stuck_calls(struct td_ctl_table *t, struct json_object *r)
+{
+	struct json_object *calls = td_jsonc_get(r, "/stuck_calls");
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+	char line[256];
+
+	if (!td_ctl_get_u64(r, "/stale_calls"))
+		return;
+	snprintf(line, sizeof(line), "%s, the drive is fenced: new commands wait until they return",
+		 td_ctl_get_num(r, "/stale_calls", a, sizeof(a)));
+	kv_add(t, "stuck calls", line);
+	for (size_t i = 0; i < arr_len(calls); i++) {
+		struct json_object *c = arr_get(calls, i);
+		int off = snprintf(line, sizeof(line), "tid %s: %s",
+				   td_ctl_get_num(c, "/tid", a, sizeof(a)), td_ctl_get_str(c, "/op"));
+
+		if (td_ctl_get_u64(c, "/sectors") && off > 0 && (size_t)off < sizeof(line))
+			off += snprintf(line + off, sizeof(line) - (size_t)off,
+					", sector %s (%llu sectors)",
+					td_ctl_get_num(c, "/sector", b, sizeof(b)),
+					(unsigned long long)td_ctl_get_u64(c, "/sectors"));
+		if (off > 0 && (size_t)off < sizeof(line))
+			snprintf(line + off, sizeof(line) - (size_t)off, ", for %s",
+				 td_ctl_fmt_latency(td_ctl_get_u64(c, "/age_us"), b, sizeof(b)));
+		kv_add(t, "", line);
+	}
+}
+
 void td_ctl_print_status(struct json_object *r)
 {
 	struct td_ctl_table *t = kv_table();
@@ -246,6 +278,7 @@ void td_ctl_print_status(struct json_object *r)
 	snprintf(line, sizeof(line), "%s, model %s, write cache %s", a, td_ctl_get_str(r, "/model"),
 		 td_ctl_get_str(r, "/write_cache"));
 	kv_add(t, "drive", line);
+	stuck_calls(t, r);
 	status_fuse(r, line, sizeof(line));
 	kv_add(t, "fuse", line);
 	snprintf(line, sizeof(line), "%.1f (read %.1f, write %.1f, over %.1f s)",

@@ -110,6 +110,39 @@ static void rate_object(struct td_admin *a, struct td_admin_reply *out,
 	td_admin_put_double(out, rate, "bytes_per_s", r_bps + w_bps);
 }
 
+/* How many stuck calls status lists: the oldest ones; stale_calls counts them all. */
+#define STUCK_CALLS_MAX 32
+
+static int cmp_call_age(const void *a, const void *b)
+{
+	const struct td_drive_call *x = a;
+	const struct td_drive_call *y = b;
+
+	if (x->age_us != y->age_us)
+		return x->age_us > y->age_us ? -1 : 1;
+	return x->tid - y->tid;
+}
+
+/* The "stuck_calls" array of @o: each stale backend call, oldest first. */
+static void stuck_calls(struct td_admin *a, struct td_admin_reply *out, struct json_object *o)
+{
+	struct td_drive_call calls[STUCK_CALLS_MAX];
+	unsigned int n = td_drive_get_stale_calls(a->p.drive, calls, STUCK_CALLS_MAX);
+	struct json_object *arr = td_admin_put_array(out, o, "stuck_calls");
+
+	n = TD_MIN(n, (unsigned int)STUCK_CALLS_MAX);
+	qsort(calls, n, sizeof(calls[0]), cmp_call_age);
+	for (unsigned int i = 0; i < n; i++) {
+		struct json_object *c = td_admin_append_object(out, arr);
+
+		td_admin_put_i64(out, c, "tid", calls[i].tid);
+		td_admin_put_str(out, c, "op", td_op_name(calls[i].op));
+		td_admin_put_u64(out, c, "sector", calls[i].sector);
+		td_admin_put_u64(out, c, "sectors", calls[i].nr_sectors);
+		td_admin_put_u64(out, c, "age_us", calls[i].age_us);
+	}
+}
+
 void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 			       struct td_admin_reply *out)
 {
@@ -182,11 +215,14 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	}
 	td_admin_put_u64(out, o, "workers", ds.workers);
 	if (a->p.backend && strcmp(a->p.backend, "file")) {
-		/* An asynchronous backend: what it has outstanding, and the reset fence. */
+		/* An asynchronous backend: what it has outstanding, left stale by a reset. */
 		td_admin_put_u64(out, o, "backend_ops", ds.backend_ops);
 		td_admin_put_u64(out, o, "stale_ops", ds.stale_ops);
-		td_admin_put_u64(out, o, "fences", ds.fences);
 	}
+	/* A hung medium: the backend calls a reset left behind, which fence the drive. */
+	td_admin_put_u64(out, o, "stale_calls", ds.stale_calls);
+	td_admin_put_u64(out, o, "fences", ds.fences);
+	stuck_calls(a, out, o);
 	td_admin_put_str(out, o, "model", td_drive_model_name(ds.model));
 	td_admin_put_str(out, o, "write_cache", td_write_cache_name(ds.write_cache));
 	td_admin_put_u64(out, o, "command_timeout_ms", qs.command_timeout_ms);

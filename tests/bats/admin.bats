@@ -90,7 +90,8 @@ assert u["inject"] == ("inject error op=read|write|any sector=S count=N [times=K
 STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", "backend_target",
   "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
-  "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
+  "requests_used", "nr_requests", "max_sectors", "workers", "stale_calls", "fences",
+  "stuck_calls", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
   + (["uring_requests", "uring_entries", "uring_helpers"] if d["transport"] == "uring" else [])
   + ["resets", "timeouts", "errors", "rate"])'
@@ -108,7 +109,8 @@ assert list(d) == $STATUS_KEYS, list(d)
 exp = dict(ok=True, state='running', version='0.1.0', pid=$TD_PID, image='$TD_IMG',
            backend='file', backend_target='$TD_IMG', size=64 << 20, disk='$TD_DISK', read_only=False, logical_block_size=512, mode='rq',
            elevator='deadline', depth=32, tags_in_use=0, in_flight=0, queued=0, requests_used=0,
-           nr_requests=128, max_sectors=2048, workers=0, model='none', write_cache='writeback',
+           nr_requests=128, max_sectors=2048, workers=0, stale_calls=0, fences=0, stuck_calls=[],
+           model='none', write_cache='writeback',
            command_timeout_ms=30000, max_retries=5, opens=0, resets=0, timeouts=0, errors=0)
 for k, v in exp.items():
     assert d[k] == v and type(d[k]) is type(v), (k, d[k], v)
