@@ -79,8 +79,14 @@ int td_drive_exec(struct td_drive *d, const struct td_cdb_cmd *c, struct td_bio 
 		  struct td_drive_park *park_at)
 {
 	struct iovec iov[TD_RQ_MAX_BIOS];
+	/*
+	 * A copy: once parked, a reset may hand the request back to the queue,
+	 * which dispatches it again (and the drive decodes it again) while this
+	 * call goes on.
+	 */
+	const struct td_cdb_cmd cmd = *c;
 	int iovcnt;
-	int err = cmd_iov(d, c, bios, iov, &iovcnt);
+	int err = cmd_iov(d, &cmd, bios, iov, &iovcnt);
 
 	if (err)
 		return err;
@@ -90,9 +96,10 @@ int td_drive_exec(struct td_drive *d, const struct td_cdb_cmd *c, struct td_bio 
 	 */
 	if (park_at && !park_at->slot)
 		park_at = NULL;
-	if (park_at && !td_drive_park(d, park_at, c))
+	if (park_at && !td_drive_park(d, park_at, &cmd))
 		return -EIO;
-	err = backend_call(d, c, iov, iovcnt, c->lba * d->lbs, (uint64_t)c->nr_blocks * d->lbs);
+	err = backend_call(d, &cmd, iov, iovcnt, cmd.lba * d->lbs,
+			   (uint64_t)cmd.nr_blocks * d->lbs);
 	if (park_at)
 		td_drive_unpark(d, park_at);
 	return err;

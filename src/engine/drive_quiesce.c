@@ -36,9 +36,11 @@
  *    the request is answered), so the request carries rq->pinned and the
  *    queue ends no pinned request, neither with a result nor with an error;
  *    on return the pin is cleared and the unpin function told;
- *  - the commands the thread holds (slot->held, its whole inline batch and
- *    any run nested in a completion): a quiesce no longer waits for them,
- *    and the thread drops them unseen when it returns.
+ *  - the commands the thread holds (slot->held: its whole inline batch, or
+ *    a worker's one command): a quiesce no longer waits for them, and the
+ *    thread drops them unseen when it returns. An executor holds one batch
+ *    at a time and never parks inside a completion call of its own (see
+ *    drive_run.c), so nothing it is still to walk can be requeued under it.
  * The call's result completes nothing: the queue has requeued its request,
  * and the retry runs once the fence lifts.
  *
@@ -139,28 +141,22 @@ bool td_drive_park(struct td_drive *d, struct td_drive_park *p, const struct td_
 	return false;
 }
 
-/* A stale call returned: release its mark, its share of the fence and its pin. Lock held. */
-static struct td_request *release_stale_locked(struct td_drive *d, struct td_drive_slot *s)
+/* A stale call returned: release its mark and its share of the fence. Lock held. */
+static void release_stale_locked(struct td_drive *d, struct td_drive_slot *s)
 {
-	struct td_request *rq = s->rq;
-
 	assert(td_lock_held(&d->lock) && s->stale && d->calls_stale > 0);
 	s->stale = false;
 	assert(d->stale_held >= s->stale_held);
 	d->stale_held -= s->stale_held;
 	s->stale_held = 0;
 	d->calls_stale--;
-	/* Release: the buffers' last use by the call happens before whoever sees it clear. */
-	if (rq)
-		atomic_store_explicit(&rq->pinned, false, memory_order_release);
 	td_drive_fence_update_locked(d);
-	return rq;
 }
 
 void td_drive_unpark(struct td_drive *d, struct td_drive_park *p)
 {
 	struct td_drive_slot *s = p->slot;
-	struct td_request *unpinned = NULL;
+	bool stale;
 
 	/* seq_cst: the same pairing as in td_drive_park(). */
 	atomic_store(&s->parked, false);
@@ -169,12 +165,27 @@ void td_drive_unpark(struct td_drive *d, struct td_drive_park *p)
 		return;
 	}
 	p->abandoned = true;
+	/* Only we clear the mark, and nobody sets it on a slot that is not parked: stable. */
 	td_mutex_lock(&d->lock);
-	if (s->stale)
-		unpinned = release_stale_locked(d, s);
+	stale = s->stale;
 	td_mutex_unlock(&d->lock);
-	if (unpinned && d->unpin)
-		d->unpin(d->complete_ctx, unpinned);
+	if (!stale)
+		return;
+	/*
+	 * The pin goes first, and its owner hears of it, before the call stops
+	 * counting as stale: so once no stale call is left, every request a
+	 * pin held back has been dealt with (a bounded drain's owner may then
+	 * free everything). Release: the buffers' last use by the call happens
+	 * before whoever sees the pin clear.
+	 */
+	if (s->rq) {
+		atomic_store_explicit(&s->rq->pinned, false, memory_order_release);
+		if (d->unpin)
+			d->unpin(d->complete_ctx, s->rq);
+	}
+	td_mutex_lock(&d->lock);
+	release_stale_locked(d, s);
+	td_mutex_unlock(&d->lock);
 }
 
 /*
