@@ -324,6 +324,13 @@ int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_h
 /* Take a consistent snapshot of @q's state. */
 void td_queue_get_status(struct td_queue *q, struct td_queue_status *st) td_nonnull(1, 2);
 
+/*
+ * Return: the bios submitted to @q and not ended yet, wherever they are
+ * (queued, at the drive, held back by a fence); an upper bound while they
+ * move. No lock taken.
+ */
+uint64_t td_queue_bios_outstanding(struct td_queue *q) td_nonnull(1);
+
 struct td_tag_info {
 	int tag;
 	int hctx; /* mq: the hardware context that dispatched it; else -1 */

@@ -139,8 +139,9 @@ void td_ctl_print_help(struct json_object *r)
 
 /*
  * The FUSE transport: "uring, 2 rings x 64 entries (requests 812 / 95), 0
- * ring helpers, 16 threads" or "classic, 16 threads"; a daemon that does not
- * say: "-".
+ * ring helpers, 16 threads" or "classic, 16 threads", and ", N requests
+ * waiting in the transport" when N is known and not 0; a daemon that does
+ * not say: "-".
  */
 static void status_fuse(struct json_object *r, char *line, size_t len)
 {
@@ -169,8 +170,12 @@ static void status_fuse(struct json_object *r, char *line, size_t len)
 					td_ctl_get_num(r, "/uring_helpers", a, sizeof(a)));
 	}
 	if ((size_t)off < len)
-		snprintf(line + off, len - (size_t)off, ", %s threads",
-			 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+		off += snprintf(line + off, len - (size_t)off, ", %s threads",
+				td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+	/* Requests that have not reached the queue yet: said only when there are any. */
+	if ((size_t)off < len && td_ctl_get_u64(r, "/transport_waiting"))
+		snprintf(line + off, len - (size_t)off, ", %s requests waiting in the transport",
+			 td_ctl_get_num(r, "/transport_waiting", a, sizeof(a)));
 }
 
 /*

@@ -8,6 +8,7 @@
  * in _ms or _s. The commands that change something are in admin_cmd.c.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,108 @@ static void stuck_calls(struct td_admin *a, struct td_admin_reply *out, struct j
 	}
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space...) in @s, in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * Find in /proc/self/mountinfo the FUSE mount at @mountpoint (its device in
+ * *@dev, the kernel's encoding: major << 20 | minor) and a mount of fusectl
+ * (its mount point in @ctl). Reads no file of the disk itself, so that it
+ * never waits for a FUSE request. Return: true when both were found.
+ */
+static bool find_fuse_connection(const char *mountpoint, unsigned int *dev, char *ctl,
+				 size_t ctl_len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	bool have_dev = false, have_ctl = false;
+
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		char mp[PATH_MAX], fstype[64];
+		unsigned int major, minor;
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4095s", &major, &minor, mp) != 3 ||
+		    sscanf(sep, " - %63s", fstype) != 1)
+			continue;
+		mountinfo_unescape(mp);
+		if (strcmp(fstype, "fusectl") == 0 && !have_ctl) {
+			snprintf(ctl, ctl_len, "%s", mp);
+			have_ctl = true;
+		} else if (strncmp(fstype, "fuse", 4) == 0 && strcmp(mp, mountpoint) == 0) {
+			/* The last one: what a path lookup there reaches. */
+			*dev = major << 20 | minor;
+			have_dev = true;
+		}
+	}
+	free(line);
+	fclose(f);
+	return have_dev && have_ctl;
+}
+
+/*
+ * The FUSE requests that wait in the transport, not yet in the block layer:
+ * in the kernel's queues for a FUSE thread, or in an io_uring ring for its
+ * thread. That is the kernel's count of requests outstanding on the
+ * connection (fusectl's "waiting": queued, being processed or answered)
+ * minus the bios the queue holds. Needs fusectl mounted somewhere (systemd
+ * mounts it at /sys/fs/fuse/connections). Return: false when unknown.
+ */
+static bool transport_waiting(struct td_admin *a, uint64_t *out)
+{
+	char mountpoint[PATH_MAX] = "";
+	char ctl[PATH_MAX], path[PATH_MAX + 64];
+	unsigned long long waiting;
+	unsigned int dev = 0;
+	bool ok = false;
+	FILE *f;
+
+	pthread_mutex_lock(&a->fe_lock);
+	if (a->disk_path)
+		snprintf(mountpoint, sizeof(mountpoint), "%s", a->disk_path);
+	pthread_mutex_unlock(&a->fe_lock);
+	/* The disk file is MOUNTPOINT/NAME. */
+	char *slash = strrchr(mountpoint, '/');
+
+	if (!slash)
+		return false;
+	if (slash == mountpoint)
+		slash[1] = '\0'; /* mounted on / */
+	else
+		*slash = '\0';
+	if (!find_fuse_connection(mountpoint, &dev, ctl, sizeof(ctl)))
+		return false;
+	snprintf(path, sizeof(path), "%s/%u/waiting", ctl, dev);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fscanf(f, "%llu", &waiting) == 1) {
+		uint64_t engine = td_queue_bios_outstanding(a->p.q);
+
+		*out = waiting > engine ? waiting - engine : 0;
+		ok = true;
+	}
+	fclose(f);
+	return ok;
+}
+
 void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 			       struct td_admin_reply *out)
 {
@@ -238,6 +341,12 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 		for (unsigned int i = 0; i < ts.nr_queues && i < TD_ARRAY_SIZE(ts.queue_requests); i++)
 			td_admin_append_u64(out, q, ts.queue_requests[i]);
 	}
+	uint64_t waiting;
+
+	if (transport_waiting(a, &waiting))
+		td_admin_put_u64(out, o, "transport_waiting", waiting);
+	else
+		td_admin_put_null(out, o, "transport_waiting");
 	td_admin_put_u64(out, o, "resets", s->counters[TD_STAT_RESETS]);
 	td_admin_put_u64(out, o, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
 	uint64_t errors = 0;

@@ -469,6 +469,11 @@ void td_queue_get_status(struct td_queue *q, struct td_queue_status *st)
 	st->tags_in_use = td_tag_busy(q->tags);
 }
 
+uint64_t td_queue_bios_outstanding(struct td_queue *q)
+{
+	return td_queue_outstanding(q);
+}
+
 int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_hctx_status *st)
 {
 	if (q->mode != TD_MODE_MQ || index >= q->nr_hw)

@@ -94,7 +94,7 @@ STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", 
   "stuck_calls", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport"]
   + (["uring_requests", "uring_entries", "uring_helpers"] if d["transport"] == "uring" else [])
-  + ["resets", "timeouts", "errors", "rate"])'
+  + ["transport_waiting", "resets", "timeouts", "errors", "rate"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed
@@ -116,6 +116,8 @@ for k, v in exp.items():
     assert d[k] == v and type(d[k]) is type(v), (k, d[k], v)
 assert 1 <= d['uptime_s'] <= $elapsed, (d['uptime_s'], $elapsed)
 assert d['fuse_threads'] >= 1, d['fuse_threads']
+# The kernel's count, where fusectl is mounted: an idle disk has nothing waiting.
+assert d['transport_waiting'] in (None, 0), d['transport_waiting']
 assert '$TD_TRANSPORT' in ('', d['transport']), (d['transport'], '$TD_TRANSPORT')
 if d['transport'] == 'uring':
     assert len(d['uring_requests']) >= 1 and d['uring_entries'] >= 2, d

@@ -5,9 +5,10 @@
 # FUSE io_uring (one ring thread per CPU) fio at queue depth 32 saw 1 or 2 of 32 (the classic
 # transport hid it by starting a thread per waiting request). Now a delayed command waits on
 # the drive's own timer, as null_blk's timer completion does, and fio at QD 32 fills every
-# tag on either transport. The ssd and hdd models, which run on threads of their own, must do
-# the same. Each case waits (with a deadline) until status shows 32 tags in flight while fio
-# runs, then stops cleanly. tests/run-tests.sh runs this file over io_uring too.
+# tag on either transport, with no request left waiting in the transport. The ssd and hdd
+# models, which run on threads of their own, must do the same. Each case waits (with a
+# deadline) until status shows 32 tags in flight while fio runs, then stops cleanly.
+# tests/run-tests.sh runs this file over io_uring too.
 
 load helpers
 bats_require_minimum_version 1.5.0
@@ -16,7 +17,10 @@ setup_file() {
 	requires_fuse || return 0
 	requires fio || return 0
 }
-setup() { td_setup_dir; }
+setup() {
+	td_setup_dir
+	fusectl_mounted
+}
 teardown() {
 	stop_fio
 	td_teardown
@@ -38,15 +42,24 @@ stop_fio() {
 	FIO_PID=
 }
 
-# all_tags_in_flight: status shows every one of the 32 tags in use and 32 requests in flight
-# (prints what it saw).
+# fusectl_mounted: the fusectl file system, through which status counts the requests waiting
+# in the transport, is mounted: the system's, or one of this test's own.
+fusectl_mounted() {
+	awk '$3 == "fusectl" { found = 1 } END { exit !found }' /proc/mounts && return 0
+	mkdir "$TD_DIR/fusectl"
+	mount -t fusectl fusectl "$TD_DIR/fusectl"
+}
+
+# all_tags_in_flight: status shows every one of the 32 tags in use, 32 requests in flight and
+# none waiting in the transport (prints what it saw).
 all_tags_in_flight() {
 	td_admin status | python3 -c '
 import json, sys
 d = json.loads(sys.stdin.readline())
-print("tags %d/%d, in flight %d, queued %d" % (d["tags_in_use"], d["depth"], d["in_flight"],
-                                               d["queued"]))
-sys.exit(0 if d["tags_in_use"] == d["depth"] == 32 and d["in_flight"] == 32 else 1)'
+print("tags %d/%d, in flight %d, queued %d, waiting in the transport %s" %
+      (d["tags_in_use"], d["depth"], d["in_flight"], d["queued"], d["transport_waiting"]))
+sys.exit(0 if d["tags_in_use"] == d["depth"] == 32 and d["in_flight"] == 32 and
+         d["transport_waiting"] == 0 else 1)'
 }
 
 # qd32_fills_the_tags: with fio at QD 32 running, status reaches 32 tags in flight, and the

@@ -21,6 +21,7 @@ setup_file() {
 }
 setup() {
 	td_setup_dir
+	fusectl_mounted
 	FS=$TD_DIR/fs
 	FROZEN=
 	FIO_PID=
@@ -34,6 +35,14 @@ teardown() {
 		wait "$FIO_PID" 2>/dev/null || true
 	fi
 	td_teardown
+}
+
+# fusectl_mounted: the fusectl file system, through which status counts the requests waiting
+# in the transport, is mounted: the system's, or one of this test's own.
+fusectl_mounted() {
+	awk '$3 == "fusectl" { found = 1 } END { exit !found }' /proc/mounts && return 0
+	mkdir "$TD_DIR/fusectl"
+	mount -t fusectl fusectl "$TD_DIR/fusectl"
 }
 
 # image_on_own_fs: a 256 MiB ext4 file system on a loop device over a file in the test
@@ -74,8 +83,9 @@ stuck_call_listed() {
 	td_admin status | python3 -c '
 import json, sys
 d = json.loads(sys.stdin.readline())
-print("stale_calls %d, stuck_calls %s, timeouts %d, in flight %d" %
-      (d["stale_calls"], d["stuck_calls"][:2], d["timeouts"], d["in_flight"]))
+print("stale_calls %d, stuck_calls %s, timeouts %d, in flight %d, waiting in the transport %s"
+      % (d["stale_calls"], d["stuck_calls"][:2], d["timeouts"], d["in_flight"],
+         d["transport_waiting"]))
 sys.exit(0 if d["stale_calls"] >= 1 and d["stuck_calls"] else 1)'
 }
 
