@@ -2150,8 +2150,12 @@ static void test_pinned_write_is_not_failed_past_max_retries_while_its_call_hang
 	td_queue_submit(e.q, &t[1].bio);
 	assert_true(wait_ended(&t[1]));
 	assert_int_equal(atomic_load(&t[1].err), -EIO);
-
-	/* W0 has long used its retries, but its call still holds its buffer: it waits. */
+	/*
+	 * W0, older, was charged at every timeout W1 was: it has used its retries
+	 * too, but its call still holds its buffer, so it waits; and the
+	 * timeouts go on.
+	 */
+	assert_int_equal(atomic_load(&t[0].ended), 0);
 	assert_true(wait_counter(&e, TD_STAT_TIMEOUTS, 8));
 	assert_int_equal(atomic_load(&t[0].ended), 0);
 	assert_int_equal(atomic_load(&e.gate->waiting), 1);
@@ -2239,6 +2243,31 @@ static bool wait_depth_in_flight(struct env *e, unsigned int n, unsigned int del
 	}
 }
 
+/* One thread submitting DEPTH_READS reads one at a time, as a FUSE thread would. */
+struct depth_submitter {
+	pthread_t tid;
+	struct env *e;
+	struct tbio *t;
+	uint8_t *buf;
+	unsigned int ended_at_return; /* reads already ended when their submit returned */
+	atomic_bool done;
+};
+
+static void *depth_submit_main(void *arg)
+{
+	struct depth_submitter *ds = arg;
+
+	for (unsigned int i = 0; i < DEPTH_READS; i++) {
+		/* Apart, so that no two merge: one request each. */
+		tbio_init(&ds->t[i], NULL, TD_OP_READ, (uint64_t)i * 16, 8,
+			  ds->buf + i * 8 * TD_SECTOR_SIZE);
+		td_queue_submit(ds->e->q, &ds->t[i].bio);
+		ds->ended_at_return += atomic_load(&ds->t[i].ended);
+	}
+	atomic_store(&ds->done, true);
+	return NULL;
+}
+
 static void run_depth_case(void **state)
 {
 	const struct depth_case *c = *state;
@@ -2246,9 +2275,10 @@ static void run_depth_case(void **state)
 	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
 	struct td_drive_status ds;
 	struct tbio *t = calloc(DEPTH_READS, sizeof(*t));
+	struct depth_submitter sub = { 0 };
 	struct env_opts o;
 	struct env e;
-	unsigned int held = 0;
+	bool not_held;
 
 	assert_non_null(s);
 	assert_non_null(t);
@@ -2261,14 +2291,21 @@ static void run_depth_case(void **state)
 	env_create(&e, &o);
 	if (c->inject)
 		td_inject_set_latency(td_drive_inject(e.drive), LONG_US);
-	for (unsigned int i = 0; i < DEPTH_READS; i++) {
-		/* Apart, so that no two merge: one request each. */
-		tbio_init(&t[i], NULL, TD_OP_READ, (uint64_t)i * 16, 8, buf + i * 8 * TD_SECTOR_SIZE);
-		td_queue_submit(e.q, &t[i].bio);
-		held += atomic_load(&t[i].ended);
+	sub = (struct depth_submitter){ .e = &e, .t = t, .buf = buf };
+	assert_int_equal(pthread_create(&sub.tid, NULL, depth_submit_main, &sub), 0);
+	/* Every submit returns at once, none with its read done. */
+	not_held = wait_flag(&sub.done, WAIT_MS);
+	if (!not_held) {
+		/* The submitter sits out the delay: free it (a reset ends a delay) to fail cleanly. */
+		td_inject_clear(td_drive_inject(e.drive));
+		while (!atomic_load(&sub.done)) {
+			td_queue_reset(e.q, false);
+			sleep_us(1000);
+		}
 	}
-	/* Every submit returned, none with its read done. */
-	assert_int_equal(held, 0);
+	assert_int_equal(pthread_join(sub.tid, NULL), 0);
+	assert_true(not_held);
+	assert_int_equal(sub.ended_at_return, 0);
 	/* With an inline drive all of them wait at once, on the timer; else one per thread. */
 	unsigned int delayed = c->model ? 1 : c->workers ? c->workers : DEPTH_READS;
 
