@@ -138,7 +138,11 @@ struct td_inject;
 
 /*
  * The completion function: @done lists requests (through ->drive_list), each
- * with ->error set. Called with no drive lock held; must unlink every entry.
+ * with ->error set. Called with no drive lock held; must unlink every entry,
+ * and be done with all of them before it does anything that may execute
+ * commands of this drive in the calling thread (run a queue with an inline
+ * drive): such a nested run may park in a backend call that a reset leaves
+ * behind, and the reset then requeues whatever this call still holds.
  */
 typedef void (*td_drive_complete_fn)(void *ctx, struct td_list *done);
 

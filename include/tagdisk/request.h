@@ -89,6 +89,12 @@ struct td_request {
 
 	uint8_t cmd[TD_CMD_MAX]; /* written by prep */
 	uint8_t cmd_len;
+	/*
+	 * A stale backend call may use the data buffers (see above); the
+	 * drive's. Here, in what was padding, so that the request stays five
+	 * cache lines.
+	 */
+	atomic_bool pinned;
 	uint32_t retries;	 /* times requeued by a reset */
 	int error;		 /* 0 or negative errno, set when it completes */
 	unsigned int gen;	 /* queue reset generation when dispatched */
@@ -105,8 +111,6 @@ struct td_request {
 	int drive_decode_err;
 	unsigned int drive_seq; /* the drive's quiesce sequence when it accepted it */
 	uint64_t drive_due_ns;	/* an inline drive's delayed command: when it starts */
-	/* A stale backend call may use the data buffers (see above); the drive's. */
-	atomic_bool pinned;
 } td_cacheline_aligned;
 
 /* Return: true while a stale backend call may use @rq's data buffers. */

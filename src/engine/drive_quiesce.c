@@ -37,10 +37,11 @@
  *    queue ends no pinned request, neither with a result nor with an error;
  *    on return the pin is cleared and the unpin function told;
  *  - the commands the thread holds (slot->held: its whole inline batch, or
- *    a worker's one command): a quiesce no longer waits for them, and the
- *    thread drops them unseen when it returns. An executor holds one batch
- *    at a time and never parks inside a completion call of its own (see
- *    drive_run.c), so nothing it is still to walk can be requeued under it.
+ *    a worker's one command, and those of the runs it is nested in when it
+ *    executes from inside a completion call): a quiesce no longer waits for
+ *    them, and the thread drops them unseen when it returns. The completion
+ *    function is done with its list before it runs any queue (drive.h), so
+ *    a nested call left behind leaves nothing still to be walked.
  * The call's result completes nothing: the queue has requeued its request,
  * and the retry runs once the fence lifts.
  *

@@ -49,26 +49,6 @@
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
 
-/*
- * The drive whose completion function this thread is running. A queue run
- * inside it (mq mode runs other hardware contexts from a completion; the
- * drive's own thread runs the queue from one) hands what it dispatched to
- * the drive's thread instead of executing it: so an executor holds one batch
- * at a time and is never parked in a backend call while a completion call of
- * its own is in progress, whose list a reset could requeue under it.
- */
-static _Thread_local struct td_drive *completing_for;
-
-/* Hand @done to the completion function, marking this thread as inside it. */
-static void complete_list(struct td_drive *d, struct td_list *done)
-{
-	struct td_drive *outer = completing_for;
-
-	completing_for = d;
-	d->complete(d->complete_ctx, done);
-	completing_for = outer;
-}
-
 /* Return: true while a stale operation or call holds every command back. */
 static inline bool fenced(struct td_drive *d)
 {
@@ -177,7 +157,7 @@ static bool exec_command_locked(struct td_drive *d, struct td_request *rq, unsig
 
 	td_list_add_tail(&rq->drive_list, &done);
 	atomic_fetch_add_explicit(&d->completing, 1, memory_order_relaxed);
-	complete_list(d, &done);
+	d->complete(d->complete_ctx, &done);
 
 	td_mutex_lock(&d->lock);
 	put_executing_locked(d);
@@ -364,14 +344,6 @@ static unsigned int run_batch(struct td_drive *d, struct td_list *batch, bool in
 	/* Ours until we park in a backend call: nobody else touches them before. */
 	td_list_for_each(pos, batch)
 		n++;
-	if (td_unlikely(completing_for == d)) {
-		/* Run from our own completion call: the drive's thread takes them. */
-		if (n) {
-			give_to_thread(d, NULL, batch);
-			inline_release(d, n, 0);
-		}
-		return 0;
-	}
 	if (slot)
 		slot->held += n;
 	while (!td_list_empty(batch)) {
@@ -435,7 +407,7 @@ static unsigned int run_batch(struct td_drive *d, struct td_list *batch, bool in
 	td_pcpu_add(&d->commands, ran);
 	if (ran) {
 		atomic_fetch_add_explicit(&d->cmds, ran * TD_DRIVE_HANDED, memory_order_relaxed);
-		complete_list(d, &done);
+		d->complete(d->complete_ctx, &done);
 	}
 	/* Off the books only after the completions returned (see td_drive_quiesce()). */
 	inline_release(d, n, ran);

@@ -30,7 +30,10 @@
  * Completion (td_queue_complete, called by the drive) ends the tag, then ends
  * the request: stats, trace, back to the pool, and finally the bios' end_io
  * with no lock held. Completions whose generation is older than the queue's
- * belong to commands a reset has already taken back, and are ignored.
+ * belong to commands a reset has already taken back, and are ignored. Every
+ * request of the drive's list is dealt with before anything runs a queue
+ * (which, with an inline drive, may execute and park in a backend call that
+ * a reset leaves behind, requeueing whatever is still on a list of ours).
  *
  * Bio mode and stacking make_request functions (windows) are in queue_bio.c.
  *
@@ -302,14 +305,12 @@ void td_queue_end_request_locked(struct td_queue *q, struct td_request *rq, int 
 	td_rq_pool_put_locked(&q->pool, rq);
 }
 
-void td_queue_complete(void *ctx, struct td_list *done)
+void td_queue_complete_part(struct td_queue *q, struct td_list *done,
+			    struct td_queue_completion *c)
 {
-	struct td_queue *q = ctx;
-	struct td_bio_list ends;
 	struct td_list *pos, *n;
 	bool kick = false;
 
-	td_bio_list_init(&ends);
 	td_mutex_lock(&q->lock);
 	uint64_t now = td_queue_now(q);
 
@@ -323,22 +324,36 @@ void td_queue_complete(void *ctx, struct td_list *done)
 		int tag = rq->tag;
 
 		kick |= td_queue_detach_inflight_locked(q, rq);
-		td_queue_end_request_locked(q, rq, tag, rq->error, &ends, now);
+		td_queue_end_request_locked(q, rq, tag, rq->error, &c->ends, now);
 	}
-	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
-	bool writers = q->kick_writers;
-
+	c->kick_map |= kick;
+	c->writers |= q->kick_writers;
 	q->kick_writers = false;
+	if ((q->nr_dispatch || td_elv_has_work(q->elv)) && c->nr_runs < TD_ARRAY_SIZE(c->runs))
+		c->runs[c->nr_runs++] = q;
 	td_mutex_unlock(&q->lock);
+}
 
-	if (writers)
+void td_queue_complete_finish(struct td_queue *q, struct td_queue_completion *c)
+{
+	if (c->writers)
 		run_write_blocked(q->parent);
-	if (kick)
+	if (c->kick_map)
 		td_tag_map_kick(q->tags);
-	if (more)
-		td_queue_run(q);
+	for (unsigned int i = 0; i < c->nr_runs; i++)
+		td_queue_run(c->runs[i]);
 	/* Last: once the final bio has ended, a drainer may destroy the queue. */
-	td_queue_end_bios(q, &ends);
+	td_queue_end_bios(q, &c->ends);
+}
+
+void td_queue_complete(void *ctx, struct td_list *done)
+{
+	struct td_queue *q = ctx;
+	struct td_queue_completion c;
+
+	td_queue_completion_init(&c);
+	td_queue_complete_part(q, done, &c);
+	td_queue_complete_finish(q, &c);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
