@@ -222,12 +222,26 @@ struct td_drive_park {
 
 /* ---- drive_quiesce.c ------------------------------------------------------------------ */
 
+/* The calling thread's slot on the drive whose id is td_drive_slot_id (a cache). */
+extern _Thread_local uint64_t td_drive_slot_id;
+extern _Thread_local struct td_drive_slot *td_drive_slot_cached;
+
+/* td_drive_slot_get() past the cache: find or make the slot. */
+struct td_drive_slot *td_drive_slot_lookup(struct td_drive *d) td_nonnull(1);
+
 /*
  * Return: the calling thread's slot on @d, made on first use; NULL when the
  * drive does not park or no memory was left (the thread then executes
  * unparked, and a quiesce waits for its calls as for any other step).
  */
-struct td_drive_slot *td_drive_slot_get(struct td_drive *d) td_nonnull(1);
+static inline struct td_drive_slot *td_drive_slot_get(struct td_drive *d)
+{
+	if (!d->parks)
+		return NULL;
+	if (td_likely(td_drive_slot_id == d->id))
+		return td_drive_slot_cached;
+	return td_drive_slot_lookup(d);
+}
 
 /*
  * Park @p's executor before a backend call on command @c.

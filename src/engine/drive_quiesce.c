@@ -60,21 +60,15 @@
 #include "drive_int.h"
 #include "tagdisk/drive.h"
 
-/* The calling thread's slot on the drive whose id is slot_drive_id. */
-static _Thread_local uint64_t slot_drive_id;
-static _Thread_local struct td_drive_slot *slot_cached;
+_Thread_local uint64_t td_drive_slot_id;
+_Thread_local struct td_drive_slot *td_drive_slot_cached;
 
-struct td_drive_slot *td_drive_slot_get(struct td_drive *d)
+struct td_drive_slot *td_drive_slot_lookup(struct td_drive *d)
 {
 	struct td_drive_slot *s = NULL;
 	struct td_list *pos;
-	pthread_t self;
+	pthread_t self = pthread_self();
 
-	if (!d->parks)
-		return NULL;
-	if (td_likely(slot_drive_id == d->id))
-		return slot_cached;
-	self = pthread_self();
 	td_mutex_lock(&d->lock);
 	td_list_for_each(pos, &d->slots) {
 		struct td_drive_slot *t = td_list_entry(pos, struct td_drive_slot, link);
@@ -95,8 +89,8 @@ struct td_drive_slot *td_drive_slot_get(struct td_drive *d)
 	}
 	td_mutex_unlock(&d->lock);
 	if (s) {
-		slot_drive_id = d->id;
-		slot_cached = s;
+		td_drive_slot_id = d->id;
+		td_drive_slot_cached = s;
 	}
 	return s;
 }

@@ -329,8 +329,12 @@ void td_queue_complete_part(struct td_queue *q, struct td_list *done,
 	c->kick_map |= kick;
 	c->writers |= q->kick_writers;
 	q->kick_writers = false;
-	if ((q->nr_dispatch || td_elv_has_work(q->elv)) && c->nr_runs < TD_ARRAY_SIZE(c->runs))
-		c->runs[c->nr_runs++] = q;
+	if (q->nr_dispatch || td_elv_has_work(q->elv)) {
+		if (c->nr_runs < TD_ARRAY_SIZE(c->runs))
+			c->runs[c->nr_runs++] = q;
+		else
+			c->run_all = true;
+	}
 	td_mutex_unlock(&q->lock);
 }
 
@@ -340,8 +344,11 @@ void td_queue_complete_finish(struct td_queue *q, struct td_queue_completion *c)
 		run_write_blocked(q->parent);
 	if (c->kick_map)
 		td_tag_map_kick(q->tags);
-	for (unsigned int i = 0; i < c->nr_runs; i++)
-		td_queue_run(c->runs[i]);
+	if (c->run_all)
+		td_queue_run(q->parent); /* an mq queue runs every hctx */
+	else
+		for (unsigned int i = 0; i < c->nr_runs; i++)
+			td_queue_run(c->runs[i]);
 	/* Last: once the final bio has ended, a drainer may destroy the queue. */
 	td_queue_end_bios(q, &c->ends);
 }

@@ -234,14 +234,18 @@ void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
 /*
  * What a completion leaves to do once every request of the drive's list has
  * been ended: the bios to end, whether to kick the users of the tag map and
- * the writers waiting in other hctxs, and which queues to run.
+ * the writers waiting in other hctxs, and which queues to run (more than
+ * TD_COMPLETION_RUNS: every hctx of the mq queue).
  */
+#define TD_COMPLETION_RUNS 4
+
 struct td_queue_completion {
 	struct td_bio_list ends;
 	bool kick_map;
 	bool writers;
+	bool run_all;
 	unsigned int nr_runs;
-	struct td_queue *runs[TD_QUEUE_HW_MAX];
+	struct td_queue *runs[TD_COMPLETION_RUNS];
 };
 
 static inline void td_queue_completion_init(struct td_queue_completion *c)
@@ -249,6 +253,7 @@ static inline void td_queue_completion_init(struct td_queue_completion *c)
 	td_bio_list_init(&c->ends);
 	c->kick_map = false;
 	c->writers = false;
+	c->run_all = false;
 	c->nr_runs = 0;
 }
 
