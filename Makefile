@@ -259,15 +259,17 @@ SAN_COMMON := -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g
 # files too slow (or too specialised) for make check.
 ASAN_BATS := tests/bats/daemon.bats tests/bats/disk_semantics.bats tests/bats/fio_verify.bats \
 	tests/bats/crash.bats $(wildcard tests/bats/admin.bats) tests/bats/slow/resets_under_fio.bats \
-	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/daemonize.bats tests/bats/takeover.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/daemonize.bats tests/bats/takeover.bats \
+	tests/bats/stuck_backend.bats tests/bats/latency_depth.bats
 TSAN_BATS := tests/bats/slow/resets_under_fio.bats $(wildcard tests/bats/reset_load.bats) \
-	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/takeover.bats
+	tests/bats/nbd.bats tests/bats/wlog.bats tests/bats/takeover.bats \
+	tests/bats/stuck_backend.bats tests/bats/latency_depth.bats
 # Run again over FUSE io_uring (TD_TRANSPORT=uring): "@uring-pass" stands for the files of make
 # check's uring pass (URING_BATS in tests/run-tests.sh); then the idle-write test with its shim,
 # and the transport's own file.
 ASAN_URING_BATS := @uring-pass tests/bats/idle_writes.bats tests/bats/transport_uring.bats
 TSAN_URING_BATS := tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/idle_writes.bats \
-	tests/bats/transport_uring.bats
+	tests/bats/transport_uring.bats tests/bats/stuck_backend.bats tests/bats/latency_depth.bats
 VALGRIND_BATS := tests/bats/slow/valgrind_daemon.bats
 # gcc 12's TSan runtime cannot place its shadow memory when vm.mmap_rnd_bits is above 28
 # (some 6.x kernels use 32): there, run without address space randomization.

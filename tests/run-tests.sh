@@ -83,7 +83,8 @@ run_bats() { # files...
 # The files both FUSE transports must pass: run again over io_uring (they skip, with one
 # line, where the kernel has no FUSE over io_uring).
 URING_BATS="tests/bats/disk_semantics.bats tests/bats/daemon.bats tests/bats/crash.bats
-	tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/admin.bats"
+	tests/bats/reset_load.bats tests/bats/fio_verify.bats tests/bats/admin.bats
+	tests/bats/stuck_backend.bats tests/bats/latency_depth.bats"
 # (make asan and make tsan name them "@uring-pass" in their own uring lists.)
 
 # The queue tests mq mode must pass as rq mode does: run again with TD_MODE=mq (helpers.bash

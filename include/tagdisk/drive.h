@@ -11,15 +11,24 @@
  * Execution:
  *  - workers > 0, model none: that many worker threads take commands in
  *    arrival order.
- *  - workers = 0, model none: no threads; whoever runs the queue executes
- *    the commands it dispatched (td_drive_run_inline), as a null_blk in
- *    "complete inline" mode does.
+ *  - workers = 0, model none: whoever runs the queue executes the commands
+ *    it dispatched (td_drive_run_inline), as a null_blk in "complete inline"
+ *    mode does; except that a thread which must never wait for a backend
+ *    call (the queue's td-kblockd) hands them to the drive's own thread
+ *    (td_drive_hand_off), and that a command with an injected latency does
+ *    not hold the thread that runs it: the drive's thread (td-drive-timer)
+ *    executes and completes it when its time comes, as null_blk's timer
+ *    completion does (irqmode=2). So the queue depth is never capped by the
+ *    number of threads that submit.
  *  - model ssd: workers threads (at least 1), each command costs a fixed
  *    latency plus its transfer time, in real time.
  *  - model hdd: one actuator thread; the drive keeps a head position and,
  *    among its outstanding commands, serves the one with the shortest
  *    positioning time (seek from head distance + rotational latency) first,
  *    then sleeps for seek + rotation + transfer + overhead in real time.
+ * With threads (workers, ssd, hdd), submitting never executes anything: the
+ * submitter goes on, and every command the queue dispatched waits at the
+ * drive, in flight.
  *
  * Write caching: writeback and writethrough go straight to the backend
  * (writethrough makes every write FUA); volatile puts a td_wcache
@@ -41,26 +50,34 @@
  * (one actuator, one command at a time), calls are synchronous instead.
  *
  * Reset support: td_drive_quiesce() drops every command not yet started
- * (held, hung or delayed ones included) and waits until the commands being
- * executed have returned from the backend. Their results are dropped: the
- * completion function never sees a command a quiesce took back.
- * An operation already submitted to an asynchronous backend cannot be taken
- * back and is not waited for (a stalled cluster would hang the reset): it
- * becomes stale, its command is the caller's again, and the drive starts
- * no command at all until every stale operation has returned (the fence),
- * so an old write can never land after a newer one, whatever the overlap.
- * A stale completion completes nothing. Fencing everything rather than the
- * overlapping ranges keeps the rule obviously right, and costs little: the
- * operations a reset leaves behind are usually stalled together.
- * td_drive_abandon() does the same without waiting for backend calls: a call
- * still running is left to finish on its own, and its result is dropped
- * without the drive touching the request again (for a bounded drain).
+ * (held, hung or delayed ones included) and waits until every executor has
+ * let go of its commands, but never for a backend call: neither an
+ * operation submitted to an asynchronous backend nor a synchronous call in
+ * progress (pwrite on a frozen file system, librbd called synchronously)
+ * can be taken back, so each becomes stale, its command is the caller's
+ * again at once, and the drive starts no command at all until every stale
+ * operation and call has returned (the fence), so an old write can never
+ * land after a newer one, whatever the overlap. A stale result completes
+ * nothing. Fencing everything rather than the overlapping ranges keeps the
+ * rule obviously right, and costs little: what a reset leaves behind is
+ * usually stalled together. td_drive_get_status() counts stale calls and
+ * td_drive_get_stale_calls() lists them.
+ *
+ * Pins: a stale synchronous call may still read or write its request's data
+ * buffers, so until it returns that request carries rq->pinned
+ * (tagdisk/request.h), and its owner must not end it (no completion, no
+ * error): the buffers would be reused under the call. When the call
+ * returns, the drive clears the pin and calls the unpin function.
+ * (Asynchronous operations use bounce buffers of their own and pin nothing.)
+ *
+ * td_drive_abandon() is the same as td_drive_quiesce(), for a bounded drain
+ * that fails what it takes back.
  *
  * LOCKING: the drive lock is taken after the queue lock (tagdisk/queue.h).
  * td_drive_submit_locked() is called with the submitting queue's lock held;
- * the completion function is called with no drive lock held, and may take the
- * queue lock. td_drive_quiesce() and td_drive_abandon() wait for completion
- * functions to return, so call them with no queue lock held.
+ * the completion and unpin functions are called with no drive lock held, and
+ * may take the queue lock. td_drive_quiesce() and td_drive_abandon() wait for
+ * completion functions to return, so call them with no queue lock held.
  */
 #ifndef TAGDISK_DRIVE_H
 #define TAGDISK_DRIVE_H
@@ -121,9 +138,21 @@ struct td_inject;
 
 /*
  * The completion function: @done lists requests (through ->drive_list), each
- * with ->error set. Called with no drive lock held; must unlink every entry.
+ * with ->error set. Called with no drive lock held; must unlink every entry,
+ * and be done with all of them before it does anything that may execute
+ * commands of this drive in the calling thread (run a queue with an inline
+ * drive): such a nested run may park in a backend call that a reset leaves
+ * behind, and the reset then requeues whatever this call still holds.
  */
 typedef void (*td_drive_complete_fn)(void *ctx, struct td_list *done);
+
+/*
+ * The unpin function: the stale call that pinned @rq has returned, and the
+ * pin is cleared (@rq may be ended now, if its owner was waiting to). Called
+ * once per pin, with no drive lock held, from the thread that made the call;
+ * @rq may have been requeued, dispatched again or ended meanwhile.
+ */
+typedef void (*td_drive_unpin_fn)(void *ctx, struct td_request *rq);
 
 /* Return: a started drive, or NULL with a negative errno in *@err. */
 struct td_drive *td_drive_create(const struct td_drive_params *p, int *err) td_nonnull(1, 2);
@@ -133,8 +162,12 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err) td_n
  */
 uint64_t td_drive_destroy(struct td_drive *d) td_nonnull(1);
 
-/* Attach the queue's completion function; once, before the first submit. */
-void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx) td_nonnull(1, 2);
+/*
+ * Attach the queue's completion and unpin functions (@unpin may be NULL);
+ * once, before the first submit.
+ */
+void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, td_drive_unpin_fn unpin,
+		     void *ctx) td_nonnull(1, 2);
 
 /*
  * Hand the requests on @rqs (linked through ->drive_list) to the drive.
@@ -151,30 +184,33 @@ bool td_drive_is_inline(const struct td_drive *d) td_nonnull(1);
 
 /*
  * Inline drives: execute and complete the commands td_drive_submit_locked()
- * left on @rqs, in the calling thread; @rqs becomes empty. Call with no lock
- * held. Return: the number executed (not counting those a reset took back or
- * a hang holds).
+ * left on @rqs, in the calling thread; @rqs becomes empty. Commands the
+ * fence holds, and those an injected latency delays, go to the drive's own
+ * thread instead. Call with no lock held. Return: the number executed (not
+ * counting those a reset took back, a hang holds or the drive's thread took).
  */
 unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
 
 /*
- * Drop every command not yet started and wait until the ones being executed
- * have returned from the backend (their results are dropped) and every
- * completion call has returned. The dropped commands are the caller's again.
- * Call with no lock held. Return: the number dropped (pending or hung).
+ * Inline drives: give the commands td_drive_submit_locked() left on @rqs to
+ * the drive's own thread, which executes them; @rqs becomes empty. For a
+ * caller that must never wait for a backend call. Call with no lock held.
+ */
+void td_drive_hand_off(struct td_drive *d, struct td_list *rqs) td_nonnull(1, 2);
+
+/*
+ * Take every command back: drop those not yet started, make the backend
+ * operations and calls in progress stale (the fence holds every command from
+ * now on until they have returned; their requests are pinned), and wait
+ * until every other executor has let go of its commands and every completion
+ * call has returned. Never waits for a backend call. The commands are the
+ * caller's again, pinned ones included.
+ * Call with no lock held. Return: the commands dropped or left in a backend
+ * call (with the whole batch their thread held).
  */
 unsigned int td_drive_quiesce(struct td_drive *d) td_nonnull(1);
 
-/*
- * Like td_drive_quiesce(), but a command whose backend call is running is not
- * waited for: the call goes on, and when it returns its result is dropped and
- * the drive does not touch the request again. Waits only for executors that
- * are not in a backend call (delayed commands give up at once; completion
- * calls in progress return). Afterwards every command the drive had is the
- * caller's again, though a backend call may still be reading or writing the
- * data buffers of one; td_drive_destroy() waits for such calls.
- * Call with no lock held. Return: the commands dropped or abandoned.
- */
+/* The same as td_drive_quiesce(), for a bounded drain. */
 unsigned int td_drive_abandon(struct td_drive *d) td_nonnull(1);
 
 /*
@@ -199,14 +235,34 @@ struct td_drive_status {
 	uint64_t commands;	  /* executed since start */
 	unsigned int backend_ops; /* asynchronous backend operations outstanding */
 	unsigned int stale_ops;	  /* of those sent before the last reset: fenced */
-	uint64_t fences;	  /* resets that left stale operations behind */
+	unsigned int stale_calls; /* synchronous backend calls a reset left behind: fenced */
+	uint64_t fences;	  /* resets that left stale operations or calls behind */
 	uint64_t seeks;		  /* hdd: head movements */
 	uint64_t seek_distance;	  /* hdd: sum of head movements, in sectors */
 	uint64_t head_sector;	  /* hdd: where the head is */
 };
 
-/* Snapshot the drive's counters. */
+/*
+ * Snapshot the drive's counters. executing leaves out the commands of threads
+ * whose call a reset left behind: they are the queue's again.
+ */
 void td_drive_get_status(struct td_drive *d, struct td_drive_status *st) td_nonnull(1, 2);
+
+/* A synchronous backend call a reset left behind (a stale call). */
+struct td_drive_call {
+	int32_t tid;	     /* the thread inside the call */
+	enum td_op op;	     /* what the command asked for */
+	uint64_t sector;     /* its first sector (512 bytes) */
+	uint32_t nr_sectors; /* and its length */
+	uint64_t age_us;     /* since the call started (a scheduler tick's resolution) */
+};
+
+/*
+ * Copy up to @max stale calls into @out (may be NULL when @max is 0).
+ * Return: the number of stale calls (may exceed @max).
+ */
+unsigned int td_drive_get_stale_calls(struct td_drive *d, struct td_drive_call *out,
+				      unsigned int max) td_nonnull(1);
 
 struct td_powerfail_result;
 struct td_wcache_stats;

@@ -41,16 +41,23 @@
  *    in flight at the same time; the later one waits at the head of the
  *    dispatch list. So a request requeued by a reset can never overwrite an
  *    acknowledged newer write.
- *  - A reset (td_queue_reset) stops dispatching, lets the drive return every
- *    command it is executing (their results are discarded), invalidates every
- *    tag and puts each in-flight request back at the head of the dispatch
- *    list in its dispatch order. Then dispatching resumes, in td-kblockd.
+ *  - A reset (td_queue_reset) stops dispatching, takes every command back
+ *    from the drive (the results of those executing are discarded; a backend
+ *    call in progress is not waited for but left behind, stale, and fences
+ *    the drive until it returns: tagdisk/drive.h), invalidates every tag and
+ *    puts each in-flight request back at the head of the dispatch list in
+ *    its dispatch order. Then dispatching resumes, in td-kblockd.
  *  - Retries: only a command's own timeout uses one of its max_retries. A
  *    reset after a command timeout charges a retry to each command older than
  *    command_timeout_ms (the oldest at least); one that has used more than
  *    max_retries fails with -EIO instead of being requeued. The other
  *    commands, and every command of a reset asked for with td_queue_reset(q,
  *    false), are requeued without charge.
+ *  - A request pinned by a stale backend call (tagdisk/request.h) is never
+ *    ended while pinned: not at max_retries (it is requeued), not by a
+ *    bounded drain (it is failed once unpinned). So a hung medium makes
+ *    reads and writes wait, as a real disk's would, while the command
+ *    timeouts keep firing and being counted.
  *
  * Threads. In rq mode the queue has two of its own: td-timer (command
  * timeouts) and td-kblockd, which runs the queue for callers that must not
@@ -58,10 +65,12 @@
  * executes the commands it dispatches, so only submitters (td_queue_submit*,
  * td_queue_run) and the drive's completion path run it in their own thread;
  * resets, timeouts, elevator and depth changes hand the run to td-kblockd
- * (td_queue_kick), and the admin socket and the timer never block on a slow
- * command. A run asked for by a completion inside such a run (a freed tag
- * kicking the other hctxs, say) is done by that thread once its current run
- * ends, never nested in it; so an end_io must not wait for other I/O.
+ * (td_queue_kick), which hands what it dispatches to the drive's own thread
+ * (td_drive_hand_off). The admin socket, the timer and td-kblockd never wait
+ * for a command, nor for a backend call. A run asked for by a completion
+ * inside such a run (a freed tag kicking the other hctxs, say) is done by
+ * that thread once its current run ends, never nested in it; so an end_io
+ * must not wait for other I/O.
  *
  * LOCK ORDER (the whole program's; other headers refer here):
  *     admin / config  ->  queue reset_lock  ->  queue lock  ->  drive lock
@@ -187,22 +196,23 @@ void td_queue_drain(struct td_queue *q) td_nonnull(1);
  * queued or at the drive with -EIO: their tags are ended and their bios end
  * with -EIO in this thread; the drive abandons the commands it holds
  * (td_drive_abandon): a backend call in progress is left to return on its
- * own and its result is dropped, as a reset drops late results. One line is
- * logged with the number failed. The queue is then dead for good: nothing is
- * dispatched, and every bio submitted later (a final flush, say) fails at
- * once with -EIO, so nothing can wait behind an abandoned command. In bio
- * mode the bios in progress belong to their submitters' threads and cannot be
- * failed: the queue only turns dead.
+ * own and its result is dropped, as a reset drops late results. A request
+ * whose buffers such a call may still use (pinned) is counted as failed but
+ * ends, with -EIO, only when the call returns, in the thread that made it.
+ * One line is logged with the number failed. The queue is then dead for
+ * good: nothing is dispatched, and every bio submitted later (a final flush,
+ * say) fails at once with -EIO, so nothing can wait behind an abandoned
+ * command. In bio mode the bios in progress belong to their submitters'
+ * threads and cannot be failed: the queue only turns dead.
  *
- * A backend call still running keeps its executor: td_drive_destroy() (and
- * td_queue_destroy() when the drive is inline and td-kblockd ran the call)
- * wait for it, so a daemon that must exit anyway may skip them.
+ * A backend call still running keeps its executor and its pinned request:
+ * td_drive_destroy() waits for it, and td_queue_destroy() needs every bio
+ * ended, so a daemon that must exit anyway may skip them.
  *
  * LOCKING: call with no tagdisk lock held, from the queue's owner (not from a
  * completion: it waits for completion calls in progress to return). Takes the
  * queue lock and then the drive lock, never both at once; it does not take
- * the reset lock, so it also ends a drain while a reset waits for a hung
- * backend call (that reset then finds nothing to requeue).
+ * the reset lock.
  * Return: 0 when everything completed in time; else the number of requests
  * failed; -ETIMEDOUT in bio mode when the bound passed.
  */
@@ -212,8 +222,8 @@ int td_queue_drain_timeout(struct td_queue *q, uint32_t timeout_ms) td_nonnull(1
  * Reset the drive and requeue (see above); td-kblockd dispatches the requeued
  * requests, this thread executes none of them. @timeout treats it as a
  * command timeout: it counts in the stats and charges a retry to the timed
- * out commands (with command_timeout_ms 0, to the oldest). May sleep while
- * the drive returns commands running in the backend.
+ * out commands (with command_timeout_ms 0, to the oldest). Waits for
+ * completion calls in progress, never for a backend call.
  * Return: the number of requests requeued (not counting those failed for
  * exceeding max_retries).
  */
@@ -321,6 +331,13 @@ int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_h
 
 /* Take a consistent snapshot of @q's state. */
 void td_queue_get_status(struct td_queue *q, struct td_queue_status *st) td_nonnull(1, 2);
+
+/*
+ * Return: the bios submitted to @q and not ended yet, wherever they are
+ * (queued, at the drive, held back by a fence); an upper bound while they
+ * move. No lock taken.
+ */
+uint64_t td_queue_bios_outstanding(struct td_queue *q) td_nonnull(1);
 
 struct td_tag_info {
 	int tag;

@@ -14,6 +14,13 @@
  *   queue's dispatch list) --prep OK--> INFLIGHT (tagged, at the drive)
  *   --complete--> FREE;  INFLIGHT --reset--> DISPATCH (requeued at the head);
  *   DISPATCH --prep KILL--> FREE.  Flushes skip the elevator.
+ *   INFLIGHT or DISPATCH --abort while pinned--> ABORTED --unpin--> FREE.
+ *
+ * Pinned: a backend call that a reset left behind (tagdisk/drive.h) may
+ * still read or write the request's data buffers. Its owner ends no pinned
+ * request, with a result or an error, until the drive unpins it; a bounded
+ * drain that fails everything leaves a pinned request ABORTED, to be failed
+ * when it is unpinned.
  *
  * Lifetime: requests live in a fixed pool of nr_requests allocated with the
  * queue, so memory is bounded: when the pool is empty, submitters wait
@@ -21,12 +28,14 @@
  *
  * LOCKING: every field is guarded by the owning queue's lock, except what
  * the drive reads while the request is INFLIGHT (cmd, cmd_len, bio chain,
- * tag, gen), which nobody changes then, and error, which the drive writes
- * before handing the request back.
+ * tag, gen), which nobody changes then, error, which the drive writes
+ * before handing the request back, the drive's own fields (drive lock) and
+ * pinned (atomic: set and cleared by the drive, read by the owner).
  */
 #ifndef TAGDISK_REQUEST_H
 #define TAGDISK_REQUEST_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -46,6 +55,7 @@ enum td_rq_state {
 	TD_RQ_QUEUED,	/* owned by the elevator */
 	TD_RQ_DISPATCH, /* on the queue's dispatch list, waiting for prep */
 	TD_RQ_INFLIGHT, /* tagged and handed to the drive */
+	TD_RQ_ABORTED,	/* failed by a bounded drain while pinned: ends when unpinned */
 };
 
 enum td_rq_flags {
@@ -80,6 +90,14 @@ struct td_request {
 
 	uint8_t cmd[TD_CMD_MAX]; /* written by prep */
 	uint8_t cmd_len;
+	/*
+	 * A stale backend call may use the data buffers (see above); the
+	 * drive's. Here and below, in what was padding, so that the request
+	 * stays five cache lines.
+	 */
+	atomic_bool pinned;
+	/* The drive's decode of cmd (below): 0 or a negative errno; drive lock. */
+	int16_t drive_decode_err;
 	uint32_t retries;	 /* times requeued by a reset */
 	int error;		 /* 0 or negative errno, set when it completes */
 	unsigned int gen;	 /* queue reset generation when dispatched */
@@ -87,18 +105,25 @@ struct td_request {
 
 	uint64_t seq;		/* submission order, unique per queue */
 	int32_t pid;		/* pid of the first bio */
+	unsigned int drive_seq; /* the drive's quiesce sequence when it accepted it; drive lock */
 	uint64_t start_ns;	/* allocated ("G"), for latency */
 	uint64_t fifo_time_ns;	/* elevator deadline (coarse clock) */
 	uint64_t dispatch_ns;	/* tag started ("D"), for timeouts */
 
 	/* The drive's own decode of cmd, made when it accepts the command; drive lock. */
 	struct td_cdb_cmd drive_cmd;
-	int drive_decode_err;
-	unsigned int drive_seq; /* the drive's quiesce sequence when it accepted it */
+	uint64_t drive_due_ns;	/* an inline drive's delayed command: when it starts */
 
 	/* A flush: its write log entry, reserved when it is first dispatched (tagdisk/wlog.h). */
 	struct td_wlog_slot *wlog_flush;
 } td_cacheline_aligned;
+
+/* Return: true while a stale backend call may use @rq's data buffers. */
+static inline bool td_rq_pinned(struct td_request *rq)
+{
+	/* Acquire: pairs with the drive's release when the call has returned. */
+	return atomic_load_explicit(&rq->pinned, memory_order_acquire);
+}
 
 /* Return: sector just past the end of @rq. */
 static inline uint64_t td_rq_end_sector(const struct td_request *rq)

@@ -103,19 +103,25 @@ static void kv_add(struct td_ctl_table *t, const char *key, const char *value)
 
 /*
  * The FUSE transport, for the fuse line: "classic, 16 threads on /dev/fuse"
- * or "uring, 2 threads on /dev/fuse" (INIT, interrupts, forgets); "-" from a
+ * or "uring, 2 threads on /dev/fuse" (INIT, interrupts, forgets), and ", N
+ * requests waiting in the transport" when N is known and not 0; "-" from a
  * daemon that does not say.
  */
 static void status_fuse(struct json_object *r, char *line, size_t len)
 {
 	char a[TD_CTL_FMT_LEN];
+	int off;
 
 	if (!td_jsonc_get(r, "/transport")) {
 		snprintf(line, len, "-");
 		return;
 	}
-	snprintf(line, len, "%s, %s threads on /dev/fuse", td_ctl_get_str(r, "/transport"),
-		 td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+	off = snprintf(line, len, "%s, %s threads on /dev/fuse", td_ctl_get_str(r, "/transport"),
+		       td_ctl_get_num(r, "/fuse_threads", a, sizeof(a)));
+	/* Requests that have not reached the queue yet: said only when there are any. */
+	if (off > 0 && (size_t)off < len && td_ctl_get_u64(r, "/transport_waiting"))
+		snprintf(line + off, len - (size_t)off, ", %s requests waiting in the transport",
+			 td_ctl_get_num(r, "/transport_waiting", a, sizeof(a)));
 }
 
 /*
@@ -174,6 +180,38 @@ static void status_uring(struct json_object *r, struct td_ctl_table *t)
 	if ((size_t)off < sizeof(line))
 		snprintf(line + off, sizeof(line) - (size_t)off, " (received since start)");
 	kv_add(t, "uring reqs", line);
+}
+
+/*
+ * A hung medium: the backend calls a reset left behind, one line each, under
+ * "stuck calls 2, the drive is fenced: ..."; nothing when there are none.
+ */
+static void stuck_calls(struct td_ctl_table *t, struct json_object *r)
+{
+	struct json_object *calls = td_jsonc_get(r, "/stuck_calls");
+	char a[TD_CTL_FMT_LEN], b[TD_CTL_FMT_LEN];
+	char line[256];
+
+	if (!td_ctl_get_u64(r, "/stale_calls"))
+		return;
+	snprintf(line, sizeof(line), "%s, the drive is fenced: new commands wait until they return",
+		 td_ctl_get_num(r, "/stale_calls", a, sizeof(a)));
+	kv_add(t, "stuck calls", line);
+	for (size_t i = 0; i < arr_len(calls); i++) {
+		struct json_object *c = arr_get(calls, i);
+		int off = snprintf(line, sizeof(line), "tid %s: %s",
+				   td_ctl_get_num(c, "/tid", a, sizeof(a)), td_ctl_get_str(c, "/op"));
+
+		if (td_ctl_get_u64(c, "/sectors") && off > 0 && (size_t)off < sizeof(line))
+			off += snprintf(line + off, sizeof(line) - (size_t)off,
+					", sector %s (%llu sectors)",
+					td_ctl_get_num(c, "/sector", b, sizeof(b)),
+					(unsigned long long)td_ctl_get_u64(c, "/sectors"));
+		if (off > 0 && (size_t)off < sizeof(line))
+			snprintf(line + off, sizeof(line) - (size_t)off, ", for %s",
+				 td_ctl_fmt_latency(td_ctl_get_u64(c, "/age_us"), b, sizeof(b)));
+		kv_add(t, "", line);
+	}
 }
 
 void td_ctl_print_status(struct json_object *r)
@@ -249,6 +287,7 @@ void td_ctl_print_status(struct json_object *r)
 	snprintf(line, sizeof(line), "%s, model %s, write cache %s", a, td_ctl_get_str(r, "/model"),
 		 td_ctl_get_str(r, "/write_cache"));
 	kv_add(t, "drive", line);
+	stuck_calls(t, r);
 	status_fuse(r, line, sizeof(line));
 	kv_add(t, "fuse", line);
 	status_uring(r, t);

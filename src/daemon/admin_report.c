@@ -8,6 +8,7 @@
  * in _ms or _s. The commands that change something are in admin_cmd.c.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "daemon/admin_int.h"
 #include "daemon/config.h"
 #include "daemon/frontend.h"
+#include "daemon/mounts.h"
 #include "tagdisk/cdb.h"
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
@@ -140,6 +142,88 @@ void td_admin_put_wlog(struct td_admin *a, struct td_admin_reply *out, struct js
 	free(st);
 }
 
+/* How many stuck calls status lists: the oldest ones; stale_calls counts them all. */
+#define STUCK_CALLS_MAX 32
+
+static int cmp_call_age(const void *a, const void *b)
+{
+	const struct td_drive_call *x = a;
+	const struct td_drive_call *y = b;
+
+	if (x->age_us != y->age_us)
+		return x->age_us > y->age_us ? -1 : 1;
+	return x->tid - y->tid;
+}
+
+/* The "stuck_calls" array of @o: each stale backend call, oldest first. */
+static void stuck_calls(struct td_admin *a, struct td_admin_reply *out, struct json_object *o)
+{
+	struct td_drive_call calls[STUCK_CALLS_MAX];
+	unsigned int n = td_drive_get_stale_calls(a->p.drive, calls, STUCK_CALLS_MAX);
+	struct json_object *arr = td_admin_put_array(out, o, "stuck_calls");
+
+	n = TD_MIN(n, (unsigned int)STUCK_CALLS_MAX);
+	qsort(calls, n, sizeof(calls[0]), cmp_call_age);
+	for (unsigned int i = 0; i < n; i++) {
+		struct json_object *c = td_admin_append_object(out, arr);
+
+		td_admin_put_i64(out, c, "tid", calls[i].tid);
+		td_admin_put_str(out, c, "op", td_op_name(calls[i].op));
+		td_admin_put_u64(out, c, "sector", calls[i].sector);
+		td_admin_put_u64(out, c, "sectors", calls[i].nr_sectors);
+		td_admin_put_u64(out, c, "age_us", calls[i].age_us);
+	}
+}
+
+/*
+ * The FUSE requests that wait in the transport, not yet in the block layer:
+ * in the kernel's queues for a FUSE thread, or in an io_uring ring for its
+ * thread. That is the kernel's count of requests outstanding on the
+ * connection (fusectl's "waiting": queued, being processed or answered)
+ * minus the bios the queue holds. Needs fusectl mounted somewhere (systemd
+ * mounts it at /sys/fs/fuse/connections). Return: false when unknown.
+ */
+static bool transport_waiting(struct td_admin *a, uint64_t *out)
+{
+	char mountpoint[PATH_MAX] = "";
+	char ctl[PATH_MAX], path[PATH_MAX + 64];
+	struct td_mount_info mi;
+	unsigned long long waiting;
+	bool ok = false;
+	FILE *f;
+
+	pthread_mutex_lock(&a->fe_lock);
+	if (a->disk_path)
+		snprintf(mountpoint, sizeof(mountpoint), "%s", a->disk_path);
+	pthread_mutex_unlock(&a->fe_lock);
+	/* The disk file is MOUNTPOINT/NAME. */
+	char *slash = strrchr(mountpoint, '/');
+
+	if (!slash)
+		return false;
+	if (slash == mountpoint)
+		slash[1] = '\0'; /* mounted on / */
+	else
+		*slash = '\0';
+	/* From mountinfo: never a look at the disk's own files, which could wait on FUSE. */
+	if (td_mount_lookup(mountpoint, &mi) || strncmp(mi.fstype, "fuse", 4) != 0 ||
+	    td_mount_find_type("fusectl", ctl, sizeof(ctl)))
+		return false;
+	/* fusectl names a connection by its device, in the kernel's encoding. */
+	snprintf(path, sizeof(path), "%s/%u/waiting", ctl, mi.major_nr << 20 | mi.minor_nr);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (fscanf(f, "%llu", &waiting) == 1) {
+		uint64_t engine = td_queue_bios_outstanding(a->p.q);
+
+		*out = waiting > engine ? waiting - engine : 0;
+		ok = true;
+	}
+	fclose(f);
+	return ok;
+}
+
 void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 			       struct td_admin_reply *out)
 {
@@ -212,11 +296,14 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	}
 	td_admin_put_u64(out, o, "workers", ds.workers);
 	if (a->p.backend && strcmp(a->p.backend, "file")) {
-		/* An asynchronous backend: what it has outstanding, and the reset fence. */
+		/* An asynchronous backend: what it has outstanding, left stale by a reset. */
 		td_admin_put_u64(out, o, "backend_ops", ds.backend_ops);
 		td_admin_put_u64(out, o, "stale_ops", ds.stale_ops);
-		td_admin_put_u64(out, o, "fences", ds.fences);
 	}
+	/* A hung medium: the backend calls a reset left behind, which fence the drive. */
+	td_admin_put_u64(out, o, "stale_calls", ds.stale_calls);
+	td_admin_put_u64(out, o, "fences", ds.fences);
+	stuck_calls(a, out, o);
 	td_admin_put_str(out, o, "model", td_drive_model_name(ds.model));
 	td_admin_put_str(out, o, "write_cache", td_write_cache_name(ds.write_cache));
 	td_admin_put_u64(out, o, "command_timeout_ms", qs.command_timeout_ms);
@@ -238,6 +325,12 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 		for (unsigned int i = 0; i < ts.nr_queues && i < TD_ARRAY_SIZE(ts.queue_requests); i++)
 			td_admin_append_u64(out, q, ts.queue_requests[i]);
 	}
+	uint64_t waiting;
+
+	if (transport_waiting(a, &waiting))
+		td_admin_put_u64(out, o, "transport_waiting", waiting);
+	else
+		td_admin_put_null(out, o, "transport_waiting");
 	td_admin_put_u64(out, o, "resets", s->counters[TD_STAT_RESETS]);
 	td_admin_put_u64(out, o, "timeouts", s->counters[TD_STAT_TIMEOUTS]);
 	uint64_t errors = 0;

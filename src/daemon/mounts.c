@@ -51,40 +51,101 @@ static int canonical(const char *path, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int td_mount_lookup(const char *path, struct td_mount_info *mi)
+/* One line of mountinfo: its mount point (unescaped), device and type. */
+struct mount_line {
+	char point[PATH_MAX + 1];
+	unsigned int maj, min;
+	char type[64];
+};
+
+/*
+ * Call @fn for each mount, in mountinfo's order (a mount listed later is on
+ * top of one before it at the same point), until it returns true.
+ * Return: 0, or a negative errno when mountinfo cannot be read.
+ */
+static int each_mount(bool (*fn)(const struct mount_line *m, void *arg), void *arg)
 {
-	char want[PATH_MAX];
+	struct mount_line m;
 	char *line = NULL;
 	size_t cap = 0;
-	FILE *f;
-	int ret = canonical(path, want, sizeof(want));
+	FILE *f = fopen("/proc/self/mountinfo", "re");
 
-	if (ret)
-		return ret;
-	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
-	ret = -ENOENT;
 	while (getline(&line, &cap, f) > 0) {
-		unsigned int maj, min;
-		char point[PATH_MAX + 1], type[64];
 		char *sep = strstr(line, " - ");
 
-		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4096s", &maj, &min, point) != 3 ||
-		    sscanf(sep + 3, "%63s", type) != 1)
+		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4096s", &m.maj, &m.min, m.point) != 3 ||
+		    sscanf(sep + 3, "%63s", m.type) != 1)
 			continue;
-		unescape(point);
-		if (strcmp(point, want) != 0)
-			continue;
-		/* The last one listed is the one on top. */
-		mi->major_nr = maj;
-		mi->minor_nr = min;
-		snprintf(mi->fstype, sizeof(mi->fstype), "%s", type);
-		ret = 0;
+		unescape(m.point);
+		if (fn(&m, arg))
+			break;
 	}
 	free(line);
 	fclose(f);
-	return ret;
+	return 0;
+}
+
+struct lookup {
+	const char *want;
+	struct td_mount_info *mi;
+	bool found;
+};
+
+static bool lookup_one(const struct mount_line *m, void *arg)
+{
+	struct lookup *l = arg;
+
+	if (strcmp(m->point, l->want) != 0)
+		return false;
+	/* Keep going: the last one listed is the one on top. */
+	l->mi->major_nr = m->maj;
+	l->mi->minor_nr = m->min;
+	snprintf(l->mi->fstype, sizeof(l->mi->fstype), "%s", m->type);
+	l->found = true;
+	return false;
+}
+
+int td_mount_lookup(const char *path, struct td_mount_info *mi)
+{
+	char want[PATH_MAX];
+	struct lookup l = { .want = want, .mi = mi };
+	int ret = canonical(path, want, sizeof(want));
+
+	if (!ret)
+		ret = each_mount(lookup_one, &l);
+	if (ret)
+		return ret;
+	return l.found ? 0 : -ENOENT;
+}
+
+struct find_type {
+	const char *type;
+	char *point;
+	size_t len;
+	bool found;
+};
+
+static bool find_type_one(const struct mount_line *m, void *arg)
+{
+	struct find_type *ft = arg;
+
+	if (strcmp(m->type, ft->type) != 0)
+		return false;
+	snprintf(ft->point, ft->len, "%s", m->point);
+	ft->found = true;
+	return true;
+}
+
+int td_mount_find_type(const char *fstype, char *point, size_t len)
+{
+	struct find_type ft = { .type = fstype, .point = point, .len = len };
+	int ret = each_mount(find_type_one, &ft);
+
+	if (ret)
+		return ret;
+	return ft.found ? 0 : -ENOENT;
 }
 
 bool td_mount_is_tagdisk(const char *path)

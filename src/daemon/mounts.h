@@ -26,6 +26,12 @@ struct td_mount_info {
  */
 int td_mount_lookup(const char *path, struct td_mount_info *mi) td_nonnull(1, 2);
 
+/*
+ * The first mount of type @fstype ("fusectl", say): its mount point in
+ * @point. Return: 0, -ENOENT when there is none, or another negative errno.
+ */
+int td_mount_find_type(const char *fstype, char *point, size_t len) td_nonnull(1, 2);
+
 /* Return: whether a tagdisk FUSE mount (any daemon's, dead or alive) sits at @path. */
 bool td_mount_is_tagdisk(const char *path) td_nonnull(1);
 

@@ -218,11 +218,14 @@ int td_daemon_stop(struct daemon *d, int run_ret)
 		struct td_drive_status ds;
 
 		td_drive_get_status(d->drive, &ds);
-		/* Stale asynchronous operations (rbd, nbd) were sent and cannot be taken back. */
-		leave_engine = ds.executing > 0 || ds.stale_ops > 0;
+		/*
+		 * Stale asynchronous operations (rbd, nbd) and synchronous calls (a
+		 * hung image file) were started and cannot be taken back.
+		 */
+		leave_engine = ds.executing > 0 || ds.stale_ops > 0 || ds.stale_calls > 0;
 		if (leave_engine)
 			td_warnx("stop: %u backend call(s) still running; not waiting for them",
-				 ds.executing + ds.stale_ops);
+				 ds.executing + ds.stale_ops + ds.stale_calls);
 	}
 
 	pthread_mutex_lock(&d->stop_lock);

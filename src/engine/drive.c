@@ -1,44 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * drive.c - the drive core: accepting commands, the executors (worker
- * threads or the inline runner) with fault injection and delays, quiesce and
- * abandon. The backend call itself is in drive_exec.c; the latency models
- * (which command next, and how long it takes) are in model_hdd.c and
- * model_ssd.c behind struct td_drive_model_ops (drive_int.h); model "none" is
- * the table with no members: oldest first, no delay.
- *
- * Commands arrive through td_drive_submit_locked() and wait on d->pending.
- * When the drive accepts a command it decodes the command bytes once
- * (rq->drive_cmd); from then on it never looks at the request's own fields,
- * only at its decode and at the bio chain, which is the data buffer list.
- *
- * Who executes:
- *   inline (0 threads)   the thread that ran the queue, in td_drive_run_inline(),
- *                        in arrival order;
- *   executor threads     as many as the model asks for (model none and ssd:
- *                        workers; hdd: one actuator), each taking the command
- *                        the model picks, in parallel.
- *
- * A command's life in the drive: pending -> executing (inject check, then a
- * delay if the model or an injected latency asks for one, then the backend
- * call) -> handed to the queue's completion function; or pending -> hung (an
- * injected hang) until a reset. d->executing counts worker commands taken off
- * pending whose completion has not returned; inline commands are counted in
- * d->cmds. Delayed commands wait on their own condition variable (delay_cond),
- * so a submission's wake-up always goes to an idle worker (work_cond).
- *
- * Giving commands back:
- *   td_drive_quiesce()  (a reset) bumps d->quiesce_seq, drops what is pending
- *                       or hung, wakes the delayed ones, which give up, and
- *                       waits until every executor has let go of its commands,
- *                       backend calls included;
- *   td_drive_abandon()  (a bounded drain) does the same but does not wait for
- *                       backend calls: an executor parked in one (d->cmds) is
- *                       left to it, and when the call returns it sees the
- *                       sequence moved and drops the result without touching
- *                       the request, which the queue has failed meanwhile.
- * The rule for executors is the same in both cases: after a backend call, if
- * the quiesce sequence moved, the commands are the queue's again.
+ * drive.c - the drive core: parameters and model tables, creation and
+ * destruction, the status snapshot and the small accessors. The executors
+ * (the inline runner, the worker threads, an inline drive's own thread) are
+ * in drive_run.c; the backend call itself in drive_exec.c; taking commands
+ * back (quiesce and abandon, parking, stale calls, the fence, pins) in
+ * drive_quiesce.c; the latency models (which command next, and how long it
+ * takes) in model_hdd.c and model_ssd.c behind struct td_drive_model_ops
+ * (drive_int.h); model "none" is the table with no members: oldest first,
+ * no delay.
  */
 #include <assert.h>
 #include <errno.h>
@@ -53,6 +23,9 @@
 #include "tagdisk/drive.h"
 #include "tagdisk/inject.h"
 #include "tagdisk/wcache.h"
+
+/* Drive ids: the key of each executor thread's slot cache (drive_quiesce.c). */
+static _Atomic uint64_t next_drive_id = 1;
 
 void td_drive_params_default(struct td_drive_params *p)
 {
@@ -127,350 +100,14 @@ static const struct td_drive_model_ops *model_ops(enum td_drive_model m)
 	return NULL;
 }
 
-/* Take the command the model picks off pending. Drive lock held; pending is not empty. */
-static struct td_request *model_take_locked(struct td_drive *d, uint64_t *service_ns)
-{
-	struct td_request *rq;
-
-	assert(td_lock_held(&d->lock) && d->nr_pending);
-	*service_ns = 0;
-	if (d->ops->next_locked)
-		rq = d->ops->next_locked(d, service_ns);
-	else
-		rq = td_list_first_entry(&d->pending, struct td_request, drive_list);
-	assert(rq && !td_list_empty(&rq->drive_list));
-	td_list_del(&rq->drive_list);
-	d->nr_pending--;
-	d->executing++;
-	return rq;
-}
-
-/* ---- the command life cycle ----------------------------------------------------------- */
-
-/*
- * Wait until @deadline unless a quiesce starts. Drive lock held.
- * Return: false when the command was given up.
- */
-static bool wait_delay_locked(struct td_drive *d, uint64_t deadline, unsigned int seq)
-{
-	bool expired = false;
-
-	assert(td_lock_held(&d->lock));
-	d->nr_delayed++;
-	while (d->quiesce_seq == seq && !d->stop) {
-		if (!td_cond_wait_until(&d->delay_cond, &d->lock, deadline) &&
-		    td_now_ns() >= deadline) {
-			expired = true;
-			break;
-		}
-	}
-	d->nr_delayed--;
-	return expired;
-}
-
-/* The command leaves the drive's books (completed, dropped or hung). Drive lock held. */
-static void put_executing_locked(struct td_drive *d)
-{
-	assert(d->executing > 0);
-	if (--d->executing == 0 && atomic_load(&d->quiescing))
-		td_cond_broadcast(&d->idle_cond);
-}
-
-/*
- * Run @rq, which was taken off pending with the lock held (executing counted)
- * at quiesce sequence @seq, with @model_ns of modelled service time. Called
- * and returns with the drive lock held; drops it around delays, I/O and the
- * completion call. Return: true when @rq was completed.
- */
-static bool run_command_locked(struct td_drive *d, struct td_request *rq, unsigned int seq,
-			       uint64_t model_ns)
-{
-	struct td_drive_park p = { .nr = 1, .seq = seq };
-	struct td_inject_verdict v;
-	const struct td_cdb_cmd *c = &rq->drive_cmd;
-	int err;
-
-	td_mutex_unlock(&d->lock);
-	td_inject_check(d->inject, c->op, td_drive_cmd_sector(d, c),
-			c->nr_blocks * (d->lbs >> TD_SECTOR_SHIFT), &v);
-	td_mutex_lock(&d->lock);
-	if (d->quiesce_seq != seq) {
-		/* A reset began while we looked: the command is the queue's again. */
-		put_executing_locked(d);
-		return false;
-	}
-	if (v.hang) {
-		td_list_add_tail(&rq->drive_list, &d->hung);
-		d->nr_hung++;
-		put_executing_locked(d);
-		return false;
-	}
-	uint64_t delay = model_ns + (uint64_t)v.latency_us * TD_NSEC_PER_USEC;
-
-	if (delay && !wait_delay_locked(d, td_now_ns() + delay, seq)) {
-		put_executing_locked(d);
-		return false;
-	}
-	td_mutex_unlock(&d->lock);
-
-	if (d->async && !rq->drive_decode_err && !v.error) {
-		/* Submitted: the backend's completion completes it (drive_exec.c). */
-		bool taken = td_drive_exec_async(d, rq, seq);
-
-		td_mutex_lock(&d->lock);
-		put_executing_locked(d);
-		return taken;
-	}
-	if (rq->drive_decode_err)
-		err = -EIO; /* an invalid command: the drive rejects it */
-	else if (v.error)
-		err = v.error;
-	else
-		err = td_drive_exec(d, c, rq->bio, &p);
-	if (p.abandoned) {
-		/* Taken back while we were in the backend: @rq may be someone else's now. */
-		td_mutex_lock(&d->lock);
-		put_executing_locked(d);
-		return false;
-	}
-	rq->error = err;
-	td_pcpu_add(&d->commands, 1);
-
-	struct td_list done = TD_LIST_INIT(done);
-
-	td_list_add_tail(&rq->drive_list, &done);
-	atomic_fetch_add_explicit(&d->completing, 1, memory_order_relaxed);
-	d->complete(d->complete_ctx, &done);
-
-	td_mutex_lock(&d->lock);
-	put_executing_locked(d);
-	atomic_fetch_sub_explicit(&d->completing, 1, memory_order_relaxed);
-	return true;
-}
-
-static void *worker_main(void *arg)
-{
-	struct td_drive *d = arg;
-
-	td_thread_name(d->ops->thread_name);
-	td_mutex_lock(&d->lock);
-	while (!d->stop) {
-		/* The fence: nothing starts while a stale backend operation is out. */
-		if (!d->nr_pending || d->ops_stale) {
-			td_cond_wait(&d->work_cond, &d->lock);
-			continue;
-		}
-		uint64_t service_ns;
-		struct td_request *rq = model_take_locked(d, &service_ns);
-
-		run_command_locked(d, rq, d->quiesce_seq, service_ns);
-	}
-	td_mutex_unlock(&d->lock);
-	return NULL;
-}
-
 /* ---- the API -------------------------------------------------------------------------- */
 
-void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, void *ctx)
+void td_drive_attach(struct td_drive *d, td_drive_complete_fn fn, td_drive_unpin_fn unpin,
+		     void *ctx)
 {
 	d->complete = fn;
+	d->unpin = unpin;
 	d->complete_ctx = ctx;
-}
-
-bool td_drive_submit_locked(struct td_drive *d, struct td_list *rqs)
-{
-	unsigned int seq = atomic_load(&d->quiesce_seq);
-	struct td_list *pos;
-	unsigned int n = 0;
-
-	td_list_for_each(pos, rqs) {
-		struct td_request *rq = td_list_entry(pos, struct td_request, drive_list);
-
-		rq->drive_decode_err = td_cdb_decode(rq->cmd, rq->cmd_len, &rq->drive_cmd);
-		/*
-		 * A failed decode leaves drive_cmd as the request's last command was.
-		 * Rejected commands address nothing: like a flush, no error rule can
-		 * match them and the head does not move for them.
-		 */
-		if (rq->drive_decode_err)
-			rq->drive_cmd = (struct td_cdb_cmd){ .op = TD_OP_FLUSH };
-		rq->drive_seq = seq;
-		n++;
-	}
-	if (!d->nr_threads) {
-		/*
-		 * Inline: the caller runs these as soon as it drops its queue lock.
-		 * They count as claimed from now on, so a reset (which bumps the
-		 * queue's generation under that lock before quiescing us) waits for
-		 * them; seq_cst pairs with the load in td_drive_quiesce().
-		 */
-		atomic_fetch_add(&d->cmds, n * TD_DRIVE_CLAIMED);
-		return true;
-	}
-	td_mutex_lock(&d->lock);
-	td_list_splice_tail_init(rqs, &d->pending);
-	d->nr_pending += n;
-	/* Only idle workers wait on work_cond: the wake-up cannot go to a delayed command. */
-	if (n > 1)
-		td_cond_broadcast(&d->work_cond);
-	else
-		td_cond_signal(&d->work_cond);
-	td_mutex_unlock(&d->lock);
-	return false;
-}
-
-bool td_drive_is_inline(const struct td_drive *d)
-{
-	return d->nr_threads == 0;
-}
-
-/* Inline runners let go of @claimed commands (@handed of them completed). */
-static void inline_release(struct td_drive *d, unsigned int claimed, unsigned int handed)
-{
-	uint64_t was = atomic_fetch_sub(&d->cmds, claimed * TD_DRIVE_CLAIMED + handed * TD_DRIVE_HANDED);
-
-	if (td_drive_cmds_claimed(was) == claimed && atomic_load(&d->quiescing)) {
-		td_mutex_lock(&d->lock);
-		td_cond_broadcast(&d->idle_cond);
-		td_mutex_unlock(&d->lock);
-	}
-}
-
-unsigned int td_drive_run_inline(struct td_drive *d, struct td_list *batch)
-{
-	struct td_list done = TD_LIST_INIT(done);
-	unsigned int n = 0, ran = 0;
-	struct td_list *pos;
-
-	/* Ours until we park in a backend call: nobody else touches them before. */
-	td_list_for_each(pos, batch)
-		n++;
-	while (!td_list_empty(batch)) {
-		struct td_request *rq = td_list_first_entry(batch, struct td_request, drive_list);
-		const struct td_cdb_cmd *c = &rq->drive_cmd;
-		struct td_drive_park p = { .nr = n, .seq = rq->drive_seq };
-		struct td_inject_verdict v;
-
-		td_list_del(&rq->drive_list);
-		/* A reset began: the command is the queue's again. */
-		if (atomic_load(&d->quiesce_seq) != p.seq)
-			continue;
-		td_inject_check(d->inject, c->op, td_drive_cmd_sector(d, c),
-				c->nr_blocks * (d->lbs >> TD_SECTOR_SHIFT), &v);
-		if (td_unlikely(v.hang || v.latency_us)) {
-			bool keep = true;
-
-			td_mutex_lock(&d->lock);
-			if (d->quiesce_seq != p.seq) {
-				keep = false;
-			} else if (v.hang) {
-				td_list_add_tail(&rq->drive_list, &d->hung);
-				d->nr_hung++;
-				keep = false;
-			} else {
-				keep = wait_delay_locked(
-					d, td_now_ns() + (uint64_t)v.latency_us * TD_NSEC_PER_USEC,
-					p.seq);
-			}
-			td_mutex_unlock(&d->lock);
-			if (!keep)
-				continue;
-		}
-		if (rq->drive_decode_err) {
-			rq->error = -EIO;
-		} else if (v.error) {
-			rq->error = v.error;
-		} else {
-			int err = td_drive_exec(d, c, rq->bio, &p);
-
-			if (p.abandoned) {
-				/*
-				 * Taken back while we were in the backend: every request of
-				 * the batch may be someone else's now, and so may the links
-				 * of @batch and @done. Let go of them all, unseen.
-				 */
-				td_list_init(batch);
-				inline_release(d, n, 0);
-				return 0;
-			}
-			rq->error = err;
-		}
-		td_list_add_tail(&rq->drive_list, &done);
-		ran++;
-	}
-	td_pcpu_add(&d->commands, ran);
-	if (ran) {
-		atomic_fetch_add_explicit(&d->cmds, ran * TD_DRIVE_HANDED, memory_order_relaxed);
-		d->complete(d->complete_ctx, &done);
-	}
-	/* Off the books only after the completions returned (see td_drive_quiesce()). */
-	inline_release(d, n, ran);
-	return ran;
-}
-
-/*
- * Drop what is pending or hung (the queue still lists them in flight), and
- * make the outstanding asynchronous operations stale, which fences the
- * drive until they have returned. Drive lock held; the quiesce sequence has
- * just moved. Return: the commands taken back.
- */
-static unsigned int drop_waiting_locked(struct td_drive *d)
-{
-	unsigned int dropped = d->nr_pending + d->nr_hung + d->ops_current;
-
-	if (d->ops_current) {
-		d->ops_stale += d->ops_current;
-		d->ops_current = 0;
-		d->fences++;
-	}
-
-	assert(td_lock_held(&d->lock));
-	while (!td_list_empty(&d->pending))
-		td_list_del(d->pending.next);
-	while (!td_list_empty(&d->hung))
-		td_list_del(d->hung.next);
-	d->nr_pending = 0;
-	d->nr_hung = 0;
-	td_cond_broadcast(&d->delay_cond); /* delayed commands give up */
-	return dropped;
-}
-
-unsigned int td_drive_quiesce(struct td_drive *d)
-{
-	unsigned int dropped;
-
-	td_mutex_lock(&d->lock);
-	d->quiescing++;
-	atomic_fetch_add(&d->quiesce_seq, 1);
-	dropped = drop_waiting_locked(d);
-	/* Inline runners signal without our lock: look again every millisecond too. */
-	while (d->executing || td_drive_cmds_claimed(atomic_load(&d->cmds)))
-		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
-	d->quiescing--;
-	td_mutex_unlock(&d->lock);
-	return dropped;
-}
-
-unsigned int td_drive_abandon(struct td_drive *d)
-{
-	unsigned int dropped;
-	uint64_t cmds;
-
-	td_mutex_lock(&d->lock);
-	d->quiescing++;
-	/* seq_cst: pairs with park() and unpark(), which read it after changing d->cmds. */
-	atomic_fetch_add(&d->quiesce_seq, 1);
-	dropped = drop_waiting_locked(d);
-	/* Wait for every executor that is not parked in a backend call to let go. */
-	for (;;) {
-		cmds = atomic_load(&d->cmds);
-		if (d->executing + td_drive_cmds_claimed(cmds) <= td_drive_cmds_parked(cmds))
-			break;
-		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
-	}
-	d->quiescing--;
-	td_mutex_unlock(&d->lock);
-	return dropped + td_drive_cmds_parked(cmds);
 }
 
 struct td_inject *td_drive_inject(struct td_drive *d)
@@ -489,18 +126,21 @@ void td_drive_get_status(struct td_drive *d, struct td_drive_status *st)
 	/*
 	 * Completing first: a command that finished between the two loads is
 	 * then left out (at worst a moment early), never shown as executing
-	 * after its submitter had the answer.
+	 * after its submitter had the answer. Commands held by a thread whose
+	 * call a reset left behind are the queue's again: left out too.
 	 */
 	unsigned int completing = atomic_load(&d->completing);
 	uint64_t cmds = atomic_load(&d->cmds);
-	unsigned int executing =
-		d->executing + td_drive_cmds_claimed(cmds) - td_drive_cmds_handed(cmds);
+	unsigned int executing = d->executing + td_drive_cmds_claimed(cmds) -
+				 td_drive_cmds_handed(cmds) + d->nr_timed;
+	unsigned int gone = completing + d->stale_held;
 
-	st->executing = (executing > completing ? executing - completing : 0) + d->ops_current;
+	st->executing = (executing > gone ? executing - gone : 0) + d->ops_current;
 	st->backend_ops = d->ops_current;
 	st->stale_ops = d->ops_stale;
+	st->stale_calls = d->calls_stale;
 	st->fences = d->fences;
-	st->delayed = d->nr_delayed;
+	st->delayed = d->nr_delayed + d->nr_timed;
 	st->hung = d->nr_hung;
 	if (d->ops->status_locked)
 		d->ops->status_locked(d, st);
@@ -537,6 +177,8 @@ static void stop_threads(struct td_drive *d)
 	for (unsigned int i = 0; i < d->nr_threads; i++)
 		pthread_join(d->threads[i], NULL);
 	free(d->threads);
+	if (d->timer_started)
+		pthread_join(d->timer, NULL);
 }
 
 struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
@@ -559,6 +201,9 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
 	td_cond_init(&d->idle_cond);
 	td_list_init(&d->pending);
 	td_list_init(&d->hung);
+	td_list_init(&d->timed);
+	td_list_init(&d->slots);
+	d->id = atomic_fetch_add(&next_drive_id, 1);
 	d->be = p->backend;
 	d->lbs = p->logical_block_size;
 	d->capacity_bytes = p->capacity_bytes;
@@ -571,8 +216,10 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
 	/* A fenced command needs a thread to start it when the fence lifts. */
 	if (d->async && !d->nr_threads)
 		d->nr_threads = 1;
+	d->parks = !p->backend.ops->memory_only || p->write_cache == TD_WC_VOLATILE;
 	td_pcpu_init(&d->commands);
 	atomic_init(&d->cmds, 0);
+	atomic_init(&d->fenced, false);
 	if (ops->init) {
 		ret = ops->init(d, p);
 		if (ret)
@@ -593,13 +240,22 @@ struct td_drive *td_drive_create(const struct td_drive_params *p, int *err)
 			goto out_destroy_wcache;
 	}
 	for (unsigned int i = 0; i < d->nr_threads; i++) {
-		int r = pthread_create(&d->threads[i], NULL, worker_main, d);
+		int r = pthread_create(&d->threads[i], NULL, td_drive_worker_main, d);
 
 		if (r) {
 			ret = -r;
 			d->nr_threads = i;
 			goto out_stop_threads;
 		}
+	}
+	if (!d->nr_threads) {
+		int r = pthread_create(&d->timer, NULL, td_drive_timer_main, d);
+
+		if (r) {
+			ret = -r;
+			goto out_stop_threads;
+		}
+		d->timer_started = true;
 	}
 	return d;
 
@@ -629,19 +285,20 @@ uint64_t td_drive_destroy(struct td_drive *d)
 	uint64_t lost = 0;
 
 	td_mutex_lock(&d->lock);
-	assert(!d->nr_pending);
+	assert(!d->nr_pending && !d->nr_timed);
 	/*
 	 * The queue's last bio may have ended while its worker is still on its
 	 * way out of the completion function: let it get off the books first.
 	 */
-	d->quiescing++;
-	/* Asynchronous operations too, stale ones included: they hold our pointer. */
+	atomic_fetch_add(&d->quiescing, 1);
+	/* Backend operations and calls too, stale ones included: they hold our pointer. */
 	while (d->executing || td_drive_cmds_claimed(atomic_load(&d->cmds)) || d->ops_current ||
-	       d->ops_stale)
+	       d->ops_stale || d->calls_stale)
 		td_cond_wait_until(&d->idle_cond, &d->lock, td_now_ns() + TD_NSEC_PER_MSEC);
-	d->quiescing--;
+	atomic_fetch_sub(&d->quiescing, 1);
 	td_mutex_unlock(&d->lock);
 	stop_threads(d);
+	td_drive_slots_free(d);
 	td_inject_destroy(d->inject);
 	if (d->wc)
 		lost = td_wcache_destroy(d->wc);

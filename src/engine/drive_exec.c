@@ -3,9 +3,9 @@
  * drive_exec.c - executing one decoded command on the backend: the data
  * buffer list built from the bio chain, the range and length checks, the
  * call itself (through the volatile write cache when there is one;
- * writethrough makes every write FUA), and the parking of the executor
- * around it, which lets td_drive_abandon() leave a hung call behind (see
- * drive_int.h). Also synchronous execution, for bio mode.
+ * writethrough makes every write FUA), with the executor parked around it
+ * so that a quiesce can leave a hung call behind (drive_quiesce.c); the
+ * asynchronous backends' operations; and synchronous execution, for bio mode.
  */
 #include <assert.h>
 #include <errno.h>
@@ -21,29 +21,6 @@
 #include "tagdisk/wcache.h"
 
 /* ---- executing one command on the backend --------------------------------------------- */
-
-/*
- * Park before a backend call. seq_cst, like the bump of quiesce_seq in
- * td_drive_quiesce() and td_drive_abandon() followed by their read of d->cmds:
- * either they see us parked, or we see the sequence moved and do not call.
- * Return: false when the commands were taken back (no call may be made).
- */
-static bool park(struct td_drive *d, struct td_drive_park *p)
-{
-	atomic_fetch_add(&d->cmds, p->nr * TD_DRIVE_PARKED);
-	if (atomic_load(&d->quiesce_seq) == p->seq)
-		return true;
-	atomic_fetch_sub(&d->cmds, p->nr * TD_DRIVE_PARKED);
-	p->abandoned = true;
-	return false;
-}
-
-/* Unpark after a backend call; the same pairing as park(). */
-static void unpark(struct td_drive *d, struct td_drive_park *p)
-{
-	atomic_fetch_sub(&d->cmds, p->nr * TD_DRIVE_PARKED);
-	p->abandoned = atomic_load(&d->quiesce_seq) != p->seq;
-}
 
 static int backend_call(struct td_drive *d, const struct td_cdb_cmd *c, const struct iovec *iov,
 			int iovcnt, uint64_t off, uint64_t len)
@@ -102,23 +79,29 @@ int td_drive_exec(struct td_drive *d, const struct td_cdb_cmd *c, struct td_bio 
 		  struct td_drive_park *park_at)
 {
 	struct iovec iov[TD_RQ_MAX_BIOS];
+	/*
+	 * A copy: once parked, a reset may hand the request back to the queue,
+	 * which dispatches it again (and the drive decodes it again) while this
+	 * call goes on.
+	 */
+	const struct td_cdb_cmd cmd = *c;
 	int iovcnt;
-	int err = cmd_iov(d, c, bios, iov, &iovcnt);
+	int err = cmd_iov(d, &cmd, bios, iov, &iovcnt);
 
 	if (err)
 		return err;
 	/*
-	 * A call into memory cannot hang, so an abandon never needs to leave it
-	 * behind: the executor stays unparked, as between calls, and saves two
-	 * read-modify-writes of d->cmds, a line every executor shares.
+	 * Without a slot (a call into memory cannot hang, or bio mode, which
+	 * nothing takes back) the executor stays unparked, as between calls.
 	 */
-	if (park_at && d->be.ops->memory_only && !d->wc)
+	if (park_at && !park_at->slot)
 		park_at = NULL;
-	if (park_at && !park(d, park_at))
+	if (park_at && !td_drive_park(d, park_at, &cmd))
 		return -EIO;
-	err = backend_call(d, c, iov, iovcnt, c->lba * d->lbs, (uint64_t)c->nr_blocks * d->lbs);
+	err = backend_call(d, &cmd, iov, iovcnt, cmd.lba * d->lbs,
+			   (uint64_t)cmd.nr_blocks * d->lbs);
 	if (park_at)
-		unpark(d, park_at);
+		td_drive_unpark(d, park_at);
 	return err;
 }
 
@@ -159,10 +142,8 @@ static void async_finish(struct td_drive *d, struct td_request *rq, unsigned int
 	if (seq != d->quiesce_seq) {
 		/* Stale: its request was requeued by a reset and may be anywhere now. */
 		assert(d->ops_stale > 0);
-		if (--d->ops_stale == 0) {
-			td_cond_broadcast(&d->work_cond); /* the fence lifts */
-			td_cond_broadcast(&d->idle_cond);
-		}
+		d->ops_stale--;
+		td_drive_fence_update_locked(d); /* the fence may lift */
 		td_mutex_unlock(&d->lock);
 		return;
 	}
@@ -185,8 +166,8 @@ static void async_finish(struct td_drive *d, struct td_request *rq, unsigned int
 
 	td_mutex_lock(&d->lock);
 	atomic_fetch_sub_explicit(&d->completing, 1, memory_order_relaxed);
-	if (--d->executing == 0 && atomic_load(&d->quiescing))
-		td_cond_broadcast(&d->idle_cond);
+	d->executing--;
+	td_drive_wake_quiesce_locked(d);
 	td_mutex_unlock(&d->lock);
 }
 

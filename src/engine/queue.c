@@ -30,7 +30,10 @@
  * Completion (td_queue_complete, called by the drive) ends the tag, then ends
  * the request: stats, trace, back to the pool, and finally the bios' end_io
  * with no lock held. Completions whose generation is older than the queue's
- * belong to commands a reset has already taken back, and are ignored.
+ * belong to commands a reset has already taken back, and are ignored. Every
+ * request of the drive's list is dealt with before anything runs a queue
+ * (which, with an inline drive, may execute and park in a backend call that
+ * a reset leaves behind, requeueing whatever is still on a list of ours).
  *
  * Bio mode and stacking make_request functions (windows) are in queue_bio.c.
  *
@@ -38,8 +41,10 @@
  * dispatches: submitters, and the drive's completion path. Nobody else.
  * Resets, the timer, elevator and depth changes call td_queue_kick_locked(),
  * which hands the run to the queue's own thread, td-kblockd (Linux's kblockd
- * does the same job), so a slow command holds up the submitter it came from
- * or td-kblockd, never the admin socket or the timeouts.
+ * does the same job); td-kblockd dispatches but executes nothing itself (an
+ * inline drive's own thread does), so a slow or hung command holds up the
+ * submitter it came from, never the admin socket, the timeouts or the
+ * redispatch of what a reset requeued.
  *
  * Drain: q->submitted and q->ended count bios at submission and after
  * end_io, per CPU; a drainer waits for the two sums to meet.
@@ -85,6 +90,13 @@ static _Thread_local unsigned int inline_depth;
 static _Thread_local bool inline_draining;
 static _Thread_local struct td_queue *inline_deferred[INLINE_DEFERRED_MAX];
 static _Thread_local unsigned int nr_inline_deferred;
+/*
+ * This thread never executes a command (td-kblockd): with an inline drive,
+ * what it dispatches goes to the drive's own thread (td_drive_hand_off), so
+ * that a backend call that hangs can never stop it redispatching what a
+ * reset requeued.
+ */
+static _Thread_local bool never_executes;
 
 /* ---- ending bios ---------------------------------------------------------------------- */
 
@@ -346,16 +358,14 @@ static void wlog_complete_locked(struct td_queue *q, struct td_request *rq, bool
 	}
 }
 
-void td_queue_complete(void *ctx, struct td_list *done)
+void td_queue_complete_part(struct td_queue *q, struct td_list *done,
+			    struct td_queue_completion *c)
 {
-	struct td_queue *q = ctx;
-	struct td_bio_list ends;
 	struct td_wlog_batch wb;
 	struct td_list *pos, *n;
 	bool kick = false;
 	bool logging = q->wlog && td_wlog_on(q->wlog);
 
-	td_bio_list_init(&ends);
 	td_wlog_batch_init(&wb);
 	td_mutex_lock(&q->lock);
 	uint64_t now = td_queue_now(q);
@@ -380,26 +390,47 @@ void td_queue_complete(void *ctx, struct td_list *done)
 		kick |= td_queue_detach_inflight_locked(q, rq);
 		if (q->wlog)
 			wlog_complete_locked(q, rq, logging, &wb);
-		td_queue_end_request_locked(q, rq, tag, rq->error, &ends, now);
+		td_queue_end_request_locked(q, rq, tag, rq->error, &c->ends, now);
 	}
-	bool more = q->nr_dispatch || td_elv_has_work(q->elv);
-	bool writers = q->kick_writers;
-
+	c->kick_map |= kick;
+	c->writers |= q->kick_writers;
 	q->kick_writers = false;
+	if (q->nr_dispatch || td_elv_has_work(q->elv)) {
+		if (c->nr_runs < TD_ARRAY_SIZE(c->runs))
+			c->runs[c->nr_runs++] = q;
+		else
+			c->run_all = true;
+	}
 	td_mutex_unlock(&q->lock);
 
 	/* Before anyone hears of the completions: the log has what the drive acknowledged. */
 	if (!td_wlog_batch_empty(&wb))
 		td_wlog_write_batch(q->wlog, &wb);
+}
 
-	if (writers)
+void td_queue_complete_finish(struct td_queue *q, struct td_queue_completion *c)
+{
+	if (c->writers)
 		run_write_blocked(q->parent);
-	if (kick)
+	if (c->kick_map)
 		td_tag_map_kick(q->tags);
-	if (more)
-		td_queue_run(q);
+	if (c->run_all)
+		td_queue_run(q->parent); /* an mq queue runs every hctx */
+	else
+		for (unsigned int i = 0; i < c->nr_runs; i++)
+			td_queue_run(c->runs[i]);
 	/* Last: once the final bio has ended, a drainer may destroy the queue. */
-	td_queue_end_bios(q, &ends);
+	td_queue_end_bios(q, &c->ends);
+}
+
+void td_queue_complete(void *ctx, struct td_list *done)
+{
+	struct td_queue *q = ctx;
+	struct td_queue_completion c;
+
+	td_queue_completion_init(&c);
+	td_queue_complete_part(q, done, &c);
+	td_queue_complete_finish(q, &c);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
@@ -590,6 +621,10 @@ static void run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list 
 		td_queue_end_bios(q, ends);
 		if (!is_inline)
 			return;
+		if (never_executes) {
+			td_drive_hand_off(q->drive, &batch);
+			return;
+		}
 
 		inline_runner = q;
 		inline_rerun = false;
@@ -654,6 +689,7 @@ void *td_queue_kblockd_main(void *arg)
 	struct td_queue *q = arg;
 
 	td_thread_name("td-kblockd");
+	never_executes = true;
 	td_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->kick_pending && !q->kblockd_stop)

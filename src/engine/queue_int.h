@@ -242,8 +242,57 @@ void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
  */
 unsigned int td_queue_inline_depth(void);
 
+/*
+ * What a completion leaves to do once every request of the drive's list has
+ * been ended: the bios to end, whether to kick the users of the tag map and
+ * the writers waiting in other hctxs, and which queues to run (more than
+ * TD_COMPLETION_RUNS: every hctx of the mq queue).
+ */
+#define TD_COMPLETION_RUNS 4
+
+struct td_queue_completion {
+	struct td_bio_list ends;
+	bool kick_map;
+	bool writers;
+	bool run_all;
+	unsigned int nr_runs;
+	struct td_queue *runs[TD_COMPLETION_RUNS];
+};
+
+static inline void td_queue_completion_init(struct td_queue_completion *c)
+{
+	td_bio_list_init(&c->ends);
+	c->kick_map = false;
+	c->writers = false;
+	c->run_all = false;
+	c->nr_runs = 0;
+}
+
+/*
+ * End the requests of @done, all of @q (an hctx in mq mode), and note in @c
+ * what is left to do. Takes @q's lock; @done is empty afterwards.
+ */
+void td_queue_complete_part(struct td_queue *q, struct td_list *done,
+			    struct td_queue_completion *c) td_nonnull(1, 2, 3);
+
+/*
+ * Do what @c says: run write-blocked hctxs and the tag map's users, the
+ * queues with work left, and end the bios. @q: a queue of the completion (in
+ * mq mode any hctx: they share the stats, the drain count and the tag map).
+ * No lock held; afterwards @q may be gone.
+ */
+void td_queue_complete_finish(struct td_queue *q, struct td_queue_completion *c) td_nonnull(1, 2);
+
 /* The drive's completion function (td_drive_attach). */
 void td_queue_complete(void *ctx, struct td_list *done) td_nonnull(1, 2);
+
+/*
+ * The drive's unpin function (td_drive_attach): a request a bounded drain
+ * left ABORTED because a stale backend call pinned it fails with -EIO now;
+ * any other is left as it is. Takes the lock of @rq's queue (its hctx in mq
+ * mode, whatever @ctx is).
+ */
+void td_queue_unpinned(void *ctx, struct td_request *rq) td_nonnull(2);
 
 /* The kick thread; started by td_queue_create() in rq mode. */
 void *td_queue_kblockd_main(void *arg) td_nonnull(1);

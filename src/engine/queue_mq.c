@@ -61,11 +61,18 @@ static unsigned int possible_cpus(void)
 	return n < 1 ? 1 : (unsigned int)n;
 }
 
-/* The drive's completion: hand each request to its own hctx, in the drive's order. */
+/*
+ * The drive's completion: hand each request to its own hctx, in the drive's
+ * order, and only once all of them are ended run what needs running (a run
+ * may execute, and a reset requeue whatever would still be on @done).
+ */
 static void mq_complete(void *ctx, struct td_list *done)
 {
 	struct td_queue *q = ctx;
+	struct td_queue_completion c;
+	struct td_queue *last = NULL;
 
+	td_queue_completion_init(&c);
 	while (!td_list_empty(done)) {
 		struct td_request *first = td_list_first_entry(done, struct td_request, drive_list);
 		struct td_queue *hctx = first->q;
@@ -81,8 +88,11 @@ static void mq_complete(void *ctx, struct td_list *done)
 			td_list_del(&rq->drive_list);
 			td_list_add_tail(&rq->drive_list, &part);
 		}
-		td_queue_complete(hctx, &part);
+		td_queue_complete_part(hctx, &part, &c);
+		last = hctx;
 	}
+	if (last)
+		td_queue_complete_finish(last, &c);
 }
 
 int td_queue_mq_init(struct td_queue *q, const struct td_queue_params *p)
@@ -130,7 +140,7 @@ int td_queue_mq_init(struct td_queue *q, const struct td_queue_params *p)
 		ctx->hctx = h;
 		h->hctx_ctx[c / nr_hw] = ctx;
 	}
-	td_drive_attach(q->drive, mq_complete, q);
+	td_drive_attach(q->drive, mq_complete, td_queue_unpinned, q);
 	return 0;
 
 out_destroy_hctxs:

@@ -297,7 +297,7 @@ static struct td_queue *queue_create(const struct td_queue_params *p, struct td_
 		if (ret)
 			goto out_detach_tags;
 	} else if (!parent) {
-		td_drive_attach(q->drive, td_queue_complete, q);
+		td_drive_attach(q->drive, td_queue_complete, td_queue_unpinned, q);
 	}
 
 	if (q->mode == TD_MODE_RQ) {
@@ -468,6 +468,11 @@ void td_queue_get_status(struct td_queue *q, struct td_queue_status *st)
 	}
 	st->depth = td_tag_depth(q->tags);
 	st->tags_in_use = td_tag_busy(q->tags);
+}
+
+uint64_t td_queue_bios_outstanding(struct td_queue *q)
+{
+	return td_queue_outstanding(q);
 }
 
 int td_queue_get_hctx_status(struct td_queue *q, unsigned int index, struct td_hctx_status *st)

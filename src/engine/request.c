@@ -130,6 +130,7 @@ int td_rq_pool_init(struct td_rq_pool *pool, struct td_queue *q, uint32_t nr)
 
 		rq->q = q;
 		rq->state = TD_RQ_FREE;
+		atomic_init(&rq->pinned, false);
 		rq->tag = TD_TAG_NONE;
 		td_list_init(&rq->hash);
 		td_list_init(&rq->fhash);

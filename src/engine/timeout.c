@@ -41,7 +41,13 @@
  * The abort (td_queue_drain_timeout() when the bound passes) fails every
  * request with -EIO, queued or at the drive; the drive abandons what it holds
  * (a backend call in progress is left to return on its own, its result
- * dropped); the queue is dead from then on.
+ * dropped); the queue is dead from then on. A request such a call pins (its
+ * buffers may still be read or written) is not ended yet: it waits ABORTED
+ * until the drive unpins it (td_queue_unpinned), then fails with -EIO.
+ *
+ * Pins and retries: the same holds for max_retries. A pinned request is
+ * requeued whatever its retries, so a command whose call hung is failed only
+ * once that call has returned (and its retry has timed out again).
  */
 #include <assert.h>
 #include <errno.h>
@@ -74,7 +80,14 @@ unsigned int td_queue_invalidate_tags_locked(struct td_queue *q, struct td_list 
 		/* The tag is gone with the reset; the request keeps its place in line. */
 		td_queue_trace_rq(q, TD_TA_REQUEUE, rq, 0, now);
 		kick |= td_queue_detach_inflight_locked(q, rq);
-		if (rq->retries > q->max_retries) {
+		/*
+		 * The drive lets go without unlinking: a thread it left in a backend
+		 * call may still have the request on a list of its own, which that
+		 * thread never looks at again.
+		 */
+		td_list_init(&rq->drive_list);
+		/* A pinned request's buffers may still be in use: it waits, whatever its retries. */
+		if (rq->retries > q->max_retries && !td_rq_pinned(rq)) {
 			rq->error = -EIO;
 			td_stats_add(q->stats, TD_STAT_RETRIES_EXHAUSTED, 1);
 			td_list_add_tail(&rq->queuelist, failed);
@@ -289,8 +302,29 @@ void *td_queue_timer_main(void *arg)
 
 /* ---- abort ---------------------------------------------------------------------------- */
 
-/* Fail every request in the elevator and on the dispatch list. Return: how many. */
-static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *ends, uint64_t now)
+/*
+ * Fail @rq (off every queue list, untagged) with -EIO, or, while a stale
+ * backend call pins it, leave it ABORTED for td_queue_unpinned(). Lock held.
+ * Return: true when it was left.
+ */
+static bool abort_request_locked(struct td_queue *q, struct td_request *rq, int tag,
+				 struct td_bio_list *ends, uint64_t now)
+{
+	assert(td_lock_held(&q->lock));
+	if (td_rq_pinned(rq)) {
+		rq->state = TD_RQ_ABORTED;
+		return true;
+	}
+	td_queue_end_request_locked(q, rq, tag, -EIO, ends, now);
+	return false;
+}
+
+/*
+ * Fail every request in the elevator and on the dispatch list; *@held counts
+ * those left ABORTED. Return: how many.
+ */
+static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *ends, uint64_t now,
+				       unsigned int *held)
 {
 	unsigned int n = 0;
 
@@ -301,16 +335,36 @@ static unsigned int fail_queued_locked(struct td_queue *q, struct td_bio_list *e
 
 		td_list_del(&rq->queuelist);
 		q->nr_dispatch--;
-		td_queue_end_request_locked(q, rq, TD_TAG_NONE, -EIO, ends, now);
+		*held += abort_request_locked(q, rq, TD_TAG_NONE, ends, now);
 		n++;
 	}
 	return n;
+}
+
+void td_queue_unpinned(void *ctx, struct td_request *rq)
+{
+	struct td_queue *q = rq->q;
+	struct td_bio_list ends;
+
+	(void)ctx;
+	td_bio_list_init(&ends);
+	td_mutex_lock(&q->lock);
+	/* Anything else (requeued, dispatched again, ended, reused) is none of our business here. */
+	if (rq->state != TD_RQ_ABORTED || td_rq_pinned(rq)) {
+		td_mutex_unlock(&q->lock);
+		return;
+	}
+	td_queue_end_request_locked(q, rq, TD_TAG_NONE, -EIO, &ends, td_queue_now(q));
+	td_mutex_unlock(&q->lock);
+	/* Last: once the final bio has ended, a drainer may destroy the queue. */
+	td_queue_end_bios(q, &ends);
 }
 
 unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t waited_ms)
 {
 	struct td_bio_list ends;
 	unsigned int failed = 0;
+	unsigned int held = 0;
 	unsigned int abandoned;
 
 	td_bio_list_init(&ends);
@@ -321,7 +375,7 @@ unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t w
 		td_mutex_lock(&q->lock);
 		atomic_store(&q->dead, true);
 		q->gen++;
-		failed += fail_queued_locked(q, &ends, td_queue_now(q));
+		failed += fail_queued_locked(q, &ends, td_queue_now(q), &held);
 		td_mutex_unlock(&q->lock);
 	}
 
@@ -342,19 +396,21 @@ unsigned int td_queue_abort_set(struct td_queue **qs, unsigned int n, uint32_t w
 			/* The drive lets go without unlinking: its lists are gone or no longer looked at. */
 			td_list_init(&rq->drive_list);
 			kick |= td_queue_detach_inflight_locked(q, rq);
-			td_queue_end_request_locked(q, rq, tag, -EIO, &ends, now);
+			held += abort_request_locked(q, rq, tag, &ends, now);
 			failed++;
 		}
 		/* A reset that was under way may have requeued some meanwhile. */
-		failed += fail_queued_locked(q, &ends, now);
+		failed += fail_queued_locked(q, &ends, now, &held);
 		if (kick)
 			td_queue_kick_locked(q, true); /* other users of a shared map */
 		td_mutex_unlock(&q->lock);
 	}
 
 	td_warnx("queue: %u request%s still outstanding after %u ms failed with EIO "
-		 "(%u command%s abandoned by the drive)",
-		 failed, failed == 1 ? "" : "s", waited_ms, abandoned, abandoned == 1 ? "" : "s");
+		 "(%u command%s abandoned by the drive; %u held until the backend call%s using "
+		 "their buffers return%s)",
+		 failed, failed == 1 ? "" : "s", waited_ms, abandoned, abandoned == 1 ? "" : "s",
+		 held, held == 1 ? "" : "s", held == 1 ? "s" : "");
 	td_queue_end_bios(qs[0], &ends);
 	return failed;
 }

@@ -90,12 +90,13 @@ assert u["inject"] == ("inject error op=read|write|any sector=S count=N [times=K
 STATUS_KEYS='(["ok", "state", "version", "pid", "uptime_s", "image", "backend", "backend_target",
   "size", "disk", "read_only",
   "logical_block_size", "mode", "elevator", "depth", "tags_in_use", "in_flight", "queued",
-  "requests_used", "nr_requests", "max_sectors", "workers", "model", "write_cache",
+  "requests_used", "nr_requests", "max_sectors", "workers", "stale_calls", "fences",
+  "stuck_calls", "model", "write_cache",
   "command_timeout_ms", "max_retries", "opens", "fuse_threads", "transport", "recovery",
   "fd_store", "takeovers", "resent"]
   + (["uring_requests", "uring_entries", "uring_helpers", "uring_trims", "uring_trim_kept"]
      if d["transport"] == "uring" else [])
-  + ["resets", "timeouts", "errors", "rate", "log"])'
+  + ["transport_waiting", "resets", "timeouts", "errors", "rate", "log"])'
 
 @test "status has every field of the protocol, with this daemon's values" {
 	local t0 elapsed
@@ -110,13 +111,16 @@ assert list(d) == $STATUS_KEYS, list(d)
 exp = dict(ok=True, state='running', version='0.1.0', pid=$TD_PID, image='$TD_IMG',
            backend='file', backend_target='$TD_IMG', size=64 << 20, disk='$TD_DISK', read_only=False, logical_block_size=512, mode='rq',
            elevator='deadline', depth=32, tags_in_use=0, in_flight=0, queued=0, requests_used=0,
-           nr_requests=128, max_sectors=2048, workers=0, model='none', write_cache='writeback',
+           nr_requests=128, max_sectors=2048, workers=0, stale_calls=0, fences=0, stuck_calls=[],
+           model='none', write_cache='writeback',
            command_timeout_ms=30000, max_retries=5, opens=0, resets=0, timeouts=0, errors=0,
            fd_store=False, takeovers=0, resent=0)
 for k, v in exp.items():
     assert d[k] == v and type(d[k]) is type(v), (k, d[k], v)
 assert 1 <= d['uptime_s'] <= $elapsed, (d['uptime_s'], $elapsed)
 assert d['fuse_threads'] >= 1, d['fuse_threads']
+# The kernel's count, where fusectl is mounted: an idle disk has nothing waiting.
+assert d['transport_waiting'] in (None, 0), d['transport_waiting']
 assert '$TD_TRANSPORT' in ('', d['transport']), (d['transport'], '$TD_TRANSPORT')
 # The mount outlives the daemon over classic /dev/fuse only (no fd store here).
 assert d['recovery'] is (d['transport'] == 'classic'), d

@@ -628,6 +628,8 @@ struct latch {
 	pthread_cond_t cond;
 	bool closed;	      /* lock */
 	unsigned int waiting; /* writes waiting at the latch; lock */
+	int32_t tids[8];      /* the threads of the first writes that waited; lock */
+	unsigned int nr_tids; /* lock */
 };
 
 static int latch_read(void *priv, const struct iovec *iov, int iovcnt, uint64_t off)
@@ -643,6 +645,8 @@ static int latch_write(void *priv, const struct iovec *iov, int iovcnt, uint64_t
 
 	pthread_mutex_lock(&l->lock);
 	l->waiting++;
+	if (l->closed && l->nr_tids < TD_ARRAY_SIZE(l->tids))
+		l->tids[l->nr_tids++] = (int32_t)gettid();
 	while (l->closed)
 		pthread_cond_wait(&l->cond, &l->lock);
 	l->waiting--;
@@ -728,6 +732,7 @@ struct hand_drive {
 	struct done done;
 	struct td_list claimed; /* inline: submitted, for hand_run() */
 	int executing_seen;	/* status.executing inside the last completion call */
+	_Atomic unsigned int unpinned; /* unpin calls */
 };
 
 static void hand_complete(void *ctx, struct td_list *list)
@@ -745,6 +750,15 @@ static void hand_complete(void *ctx, struct td_list *list)
 		td_list_del(&rq->drive_list);
 		done_add(&h->done, rq->error);
 	}
+}
+
+static void hand_unpin(void *ctx, struct td_request *rq)
+{
+	struct hand_drive *h = ctx;
+
+	/* Cleared before we are told. */
+	if (!atomic_load(&rq->pinned))
+		atomic_fetch_add(&h->unpinned, 1);
 }
 
 /* A drive made from @dp: its backend is 1 MiB of memory, behind a latch when @latched. */
@@ -769,7 +783,7 @@ static void hand_drive_create_with(struct hand_drive *h, struct td_drive_params 
 	assert_non_null(h->d);
 	done_init(&h->done);
 	td_list_init(&h->claimed);
-	td_drive_attach(h->d, hand_complete, h);
+	td_drive_attach(h->d, hand_complete, hand_unpin, h);
 }
 
 static void hand_drive_create(struct hand_drive *h, unsigned int workers)
@@ -1065,33 +1079,40 @@ static void run_parallel_case(void **state)
 }
 
 /*
- * Commands whose backend call hangs (a closed latch). td_drive_abandon()
- * returns while the calls are blocked, and when they return, their results
- * are dropped: the completion function never sees them. td_drive_quiesce()
- * instead waits for the calls, then drops their results too. Either way the
- * drive serves again afterwards.
+ * Commands whose backend call hangs (a closed latch), as a pwrite does on a
+ * frozen file system. A quiesce returns while the calls are blocked (on the
+ * old drive it waited for them, and a reset with it): each call becomes
+ * stale, its request pinned, and status lists it with its thread, op, sector
+ * and a growing age. The fence then holds a command submitted meanwhile: it
+ * does not start (it would block at the latch too) until every stale call
+ * has returned. When they return, their results complete nothing, the pins
+ * are cleared and the unpin function told, and the held command runs. An
+ * abandon does the same.
  */
-struct abandon_case {
+struct stuck_case {
 	const char *name;
 	unsigned int workers;
-	bool quiesce;	      /* td_drive_quiesce() rather than td_drive_abandon() */
+	bool abandon;	      /* td_drive_abandon() rather than td_drive_quiesce() */
 	unsigned int blocked; /* backend calls blocked at the latch */
-	unsigned int returns; /* what the call returns */
+	unsigned int returns; /* what the quiesce returns */
 };
 
-static const struct abandon_case abandon_cases[] = {
-	{ .name = "abandon: an inline runner blocked in the backend is left to it",
-	  .workers = 0, .blocked = 1, .returns = 2 },
-	{ .name = "abandon: two workers blocked in the backend are left to it",
-	  .workers = 2, .blocked = 2, .returns = 2 },
-	{ .name = "quiesce: waits for the blocked backend calls, then drops their results",
-	  .workers = 2, .quiesce = true, .blocked = 2, .returns = 1 /* the one pending */ },
+static const struct stuck_case stuck_cases[] = {
+	{ .name = "stuck call: a quiesce leaves an inline runner's call behind and fences",
+	  .workers = 0, .blocked = 1, .returns = 2 /* its batch */ },
+	{ .name = "stuck call: a quiesce leaves two workers' calls behind and fences",
+	  .workers = 2, .blocked = 2, .returns = 3 /* and the one pending */ },
+	{ .name = "stuck call: an abandon leaves an inline runner's call behind and fences",
+	  .workers = 0, .abandon = true, .blocked = 1, .returns = 2 },
+	{ .name = "stuck call: an abandon leaves two workers' calls behind and fences",
+	  .workers = 2, .abandon = true, .blocked = 2, .returns = 3 },
 };
 
 struct runner_thread {
 	pthread_t tid;
 	struct hand_drive *h;
-	bool quiesce; /* else run what was claimed inline */
+	enum { RUN_INLINE, RUN_QUIESCE, RUN_ABANDON } what;
+	struct td_list batch; /* RUN_INLINE: a batch of its own, off h->claimed */
 	unsigned int ret;
 	atomic_bool done;
 };
@@ -1100,16 +1121,36 @@ static void *runner_main(void *arg)
 {
 	struct runner_thread *t = arg;
 
-	t->ret = t->quiesce ? td_drive_quiesce(t->h->d) : hand_run(t->h);
+	if (t->what == RUN_QUIESCE)
+		t->ret = td_drive_quiesce(t->h->d);
+	else if (t->what == RUN_ABANDON)
+		t->ret = td_drive_abandon(t->h->d);
+	else
+		t->ret = td_drive_run_inline(t->h->d, &t->batch);
 	atomic_store(&t->done, true);
 	return NULL;
 }
 
-static void run_abandon_case(void **state)
+/* Return: true when the drive lists @n stale calls, the first one at least @age_us old. */
+static bool wait_stale(struct td_drive *d, unsigned int n, uint64_t age_us)
 {
-	const struct abandon_case *c = *state;
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_drive_call calls[4];
+
+	do {
+		if (td_drive_get_stale_calls(d, calls, 4) == n && (!n || calls[0].age_us >= age_us))
+			return true;
+		sleep_us(200);
+	} while (mono_ns() < deadline);
+	return false;
+}
+
+static void run_stuck_case(void **state)
+{
+	const struct stuck_case *c = *state;
 	struct hand_rq *r = calloc(4, sizeof(*r));
-	struct runner_thread runner = { 0 }, quiescer = { 0 };
+	struct runner_thread runner = { .what = RUN_INLINE }, quiescer = { 0 };
+	struct td_drive_call calls[4];
 	struct td_drive_status st;
 	struct td_drive_params dp;
 	struct hand_drive h;
@@ -1124,49 +1165,83 @@ static void run_abandon_case(void **state)
 	hand_submit(&h, r, 2);
 	if (!c->workers) {
 		runner.h = &h;
+		td_list_init(&runner.batch);
+		td_list_splice_tail_init(&h.claimed, &runner.batch);
 		assert_int_equal(pthread_create(&runner.tid, NULL, runner_main, &runner), 0);
 	}
 	assert_true(latch_wait_waiting(h.latch, c->blocked));
-
-	if (c->quiesce) {
-		/* A third command waits for a worker; the quiesce has begun once it is dropped. */
+	if (c->workers) {
+		/* A third command waits for a worker. */
 		hand_submit(&h, &r[2], 1);
 		td_drive_get_status(h.d, &st);
 		assert_int_equal(st.queued, 1);
-		quiescer.h = &h;
-		quiescer.quiesce = true;
-		assert_int_equal(pthread_create(&quiescer.tid, NULL, runner_main, &quiescer), 0);
-		uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	}
 
-		for (td_drive_get_status(h.d, &st); st.queued && mono_ns() < deadline;
-		     td_drive_get_status(h.d, &st))
-			sleep_us(200);
-		assert_int_equal(st.queued, 0);
-		/* It cannot return while the calls are blocked (looked at once, not timed). */
-		assert_false(atomic_load(&quiescer.done));
-	} else {
-		assert_int_equal(td_drive_abandon(h.d), c->returns);
-		/* Returned with the calls still blocked. */
-		assert_int_equal(latch_waiting(h.latch), c->blocked);
+	/* It returns, from a thread of its own so that a wait would fail here, not hang. */
+	quiescer.h = &h;
+	quiescer.what = c->abandon ? RUN_ABANDON : RUN_QUIESCE;
+	assert_int_equal(pthread_create(&quiescer.tid, NULL, runner_main, &quiescer), 0);
+	bool returned = wait_flag(&quiescer.done, WAIT_MS);
+	unsigned int waiting = latch_waiting(h.latch);
+
+	if (!returned)
+		latch_set(h.latch, false); /* let it return, to fail cleanly */
+	assert_int_equal(pthread_join(quiescer.tid, NULL), 0);
+	assert_true(returned);
+	assert_int_equal(waiting, c->blocked);
+	assert_int_equal(quiescer.ret, c->returns);
+
+	/* Reported: stale, fenced, each call with its thread, op, sector and age. */
+	td_drive_get_status(h.d, &st);
+	assert_int_equal(st.stale_calls, c->blocked);
+	assert_int_equal(st.fences, 1);
+	assert_int_equal(st.executing, 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(td_drive_get_stale_calls(h.d, calls, 4), c->blocked);
+	for (unsigned int i = 0; i < c->blocked; i++) {
+		bool known = false;
+
+		assert_int_equal(calls[i].op, TD_OP_WRITE);
+		assert_int_equal(calls[i].nr_sectors, 8);
+		assert_true(calls[i].sector == 0 || calls[i].sector == 8);
+		pthread_mutex_lock(&h.latch->lock);
+		for (unsigned int j = 0; j < h.latch->nr_tids; j++)
+			known |= h.latch->tids[j] == calls[i].tid;
+		pthread_mutex_unlock(&h.latch->lock);
+		assert_true(known);
 	}
+	assert_true(wait_stale(h.d, c->blocked, 20000)); /* its age grows */
+	/* Pinned: the calls may still use their buffers. The inline batch's second is not. */
+	assert_true(atomic_load(&r[0].rq.pinned));
+	assert_int_equal(atomic_load(&r[1].rq.pinned), c->workers > 0);
+
+	/* The fence: a new write neither starts (it would block at the latch) nor is lost. */
+	hand_submit(&h, &r[3], 1);
+	if (!c->workers)
+		assert_int_equal(hand_run(&h), 0);
+	td_drive_get_status(h.d, &st);
+	assert_int_equal(st.queued, 1);
+	assert_int_equal(latch_waiting(h.latch), c->blocked);
+	assert_int_equal(done_count(&h.done), 0);
+
+	/* The calls return: nothing of theirs completes; the pins go; the write runs. */
 	latch_set(h.latch, false);
-	if (c->quiesce) {
-		assert_int_equal(pthread_join(quiescer.tid, NULL), 0);
-		assert_int_equal(quiescer.ret, c->returns);
-	}
+	assert_true(done_wait(&h.done, 1, WAIT_MS));
 	if (!c->workers) {
 		assert_int_equal(pthread_join(runner.tid, NULL), 0);
 		assert_int_equal(runner.ret, 0);
 	}
 	assert_true(wait_drive(h.d, 0, 0));
-	assert_int_equal(done_count(&h.done), 0);
-
-	hand_submit(&h, &r[3], 1);
-	if (!c->workers)
-		assert_int_equal(hand_run(&h), 1);
-	assert_true(done_wait(&h.done, 1, WAIT_MS));
+	assert_true(wait_stale(h.d, 0, 0));
+	assert_int_equal(done_count(&h.done), 1);
 	assert_int_equal(h.done.errors, 0);
 	assert_memory_equal(h.disk + 24 * 512, r[3].data, 4096);
+	assert_int_equal(atomic_load(&h.unpinned), c->blocked);
+	assert_false(atomic_load(&r[0].rq.pinned));
+	assert_false(atomic_load(&r[1].rq.pinned));
+	td_drive_get_status(h.d, &st);
+	assert_int_equal(st.stale_calls, 0);
+	assert_int_equal(st.fences, 1);
 	hand_drive_destroy(&h);
 	free(r);
 }
@@ -1404,13 +1479,13 @@ int main(void)
 		cmocka_unit_test(test_file_backend_write_read_flush_discard_and_write_zeroes),
 	};
 	struct CMUnitTest tests[TD_ARRAY_SIZE(single) + TD_ARRAY_SIZE(parallel_cases) +
-				TD_ARRAY_SIZE(abandon_cases)];
+				TD_ARRAY_SIZE(stuck_cases)];
 	size_t n = 0;
 
 	for (size_t i = 0; i < TD_ARRAY_SIZE(single); i++)
 		tests[n++] = single[i];
 	TABLE_CASES(run_parallel_case, parallel_cases, tests, n);
-	TABLE_CASES(run_abandon_case, abandon_cases, tests, n);
+	TABLE_CASES(run_stuck_case, stuck_cases, tests, n);
 
 	td_log_init("test_drive", TD_LOG_ERR);
 	alarm(WATCHDOG_S);

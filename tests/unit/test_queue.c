@@ -326,6 +326,8 @@ struct env_opts {
 	uint32_t max_retries;
 	const char *elevator;
 	unsigned int nr_hw_queues; /* mq */
+	enum td_drive_model model;
+	uint32_t model_us; /* ssd: its latency; hdd: its per-command overhead */
 	bool gate;	   /* wrap the memory in a gate */
 	bool null_backend; /* no memory at all */
 	bool trace;
@@ -370,6 +372,11 @@ static void env_create(struct env *e, const struct env_opts *o)
 	dp.logical_block_size = o->lbs;
 	dp.capacity_bytes = o->size_bytes;
 	dp.workers = o->workers;
+	dp.model = o->model;
+	if (o->model == TD_MODEL_SSD && o->model_us)
+		dp.ssd.latency_us = o->model_us;
+	if (o->model == TD_MODEL_HDD && o->model_us)
+		dp.hdd.overhead_us = o->model_us;
 	if (o->null_backend) {
 		td_backend_null_init(&dp.backend);
 	} else {
@@ -1881,9 +1888,11 @@ static void test_command_timeout_is_measured_on_the_queue_clock(void **state)
  * An inline drive executes commands in whatever thread runs the queue. A
  * write is held by the drive (an injected hang) and the gate is closed; then
  * a reset takes it back, asked for by another thread (row 1) or by the timer
- * on a command timeout (row 2). The requeued write must reach the backend in
- * td-kblockd, and the thread that reset must not be the one stuck at the
- * gate: the gate records the name of every thread that calls the backend.
+ * on a command timeout (row 2). td-kblockd dispatches the requeued write and
+ * hands it to the drive's own thread: the write must reach the backend
+ * there, and neither the thread that reset, nor the timer, nor td-kblockd
+ * may be the one stuck at the gate (the gate records the name of every
+ * thread that calls the backend).
  */
 struct kick_case {
 	const char *name;
@@ -1892,7 +1901,7 @@ struct kick_case {
 
 static const struct kick_case kick_cases[] = {
 	{ .name = "kblockd: a reset returns while the write it requeued is blocked in the backend" },
-	{ .name = "kblockd: a timeout's reset leaves the requeued write to td-kblockd",
+	{ .name = "kblockd: a timeout's reset leaves the requeued write to the drive's thread",
 	  .timeout = true },
 };
 
@@ -1958,7 +1967,8 @@ static void run_kick_case(void **state)
 	assert_true(wait_ended(&t));
 	assert_int_equal(atomic_load(&t.err), 0);
 	assert_memory_equal(env_disk(&e, 200), buf, sizeof(buf));
-	assert_true(gate_called_by(e.gate, "td-kblockd"));
+	assert_true(gate_called_by(e.gate, "td-drive-timer"));
+	assert_false(gate_called_by(e.gate, "td-kblockd"));
 	assert_false(gate_called_by(e.gate, "test-admin"));
 	assert_false(gate_called_by(e.gate, "td-timer"));
 	env_destroy(&e);
@@ -1968,11 +1978,12 @@ static void run_kick_case(void **state)
 
 /*
  * td_queue_drain_timeout() with writes blocked in the backend (the gate stays
- * closed): after the bound, every request fails with EIO, the ones in the
- * backend included, while their calls are still blocked; the queue is dead
- * (a new bio fails at once); when the calls return, their results are
- * dropped (nothing ends twice). The last row drains in time: 0, and the
- * queue keeps serving.
+ * closed): after the bound, every request fails with EIO, except the ones in
+ * the backend, whose buffers the blocked calls may still use: they are
+ * counted as failed but end (with EIO) only when their calls return; the
+ * queue is dead (a new bio fails at once); when the calls return, their
+ * results are dropped (nothing ends twice). The last row drains in time: 0,
+ * and the queue keeps serving.
  */
 struct drain_case {
 	const char *name;
@@ -2064,35 +2075,272 @@ static void run_drain_case(void **state)
 	}
 
 	assert_int_equal(td_queue_drain_timeout(e.q, 20), (int)c->failed);
+	/* The first in_backend writes are pinned by their blocked calls; the rest failed. */
 	for (unsigned int i = 0; i < nr; i++) {
-		assert_int_equal(atomic_load(&t[i].ended), 1);
-		assert_int_equal(atomic_load(&t[i].err), -EIO);
+		assert_int_equal(atomic_load(&t[i].ended), i >= c->in_backend);
+		if (i >= c->in_backend)
+			assert_int_equal(atomic_load(&t[i].err), -EIO);
 	}
 	/* Failed while the backend calls are still blocked. */
 	assert_int_equal(atomic_load(&e.gate->waiting), c->in_backend);
 	st = env_status(&e);
 	assert_int_equal(st.in_flight, 0);
 	assert_int_equal(st.queued, 0);
-	assert_int_equal(st.requests_used, 0);
+	assert_int_equal(st.requests_used, c->in_backend);
 	assert_int_equal(st.tags_in_use, 0);
 	env_stats(&e, s);
-	assert_int_equal(s->errors[TD_OP_WRITE], nr - 1);
+	assert_int_equal(s->errors[TD_OP_WRITE], nr - 1 - c->in_backend);
 	assert_int_equal(s->errors[TD_OP_FLUSH], 1);
-	/* Dead: a new bio fails at once, and a second drain has nothing to wait for. */
+	/* Dead: a new bio fails at once, and a second drain fails nothing more. */
 	submit_sync(&e, &t[nr], TD_OP_WRITE, 192, 8, buf + 3 * 8 * TD_SECTOR_SIZE);
 	assert_int_equal(atomic_load(&t[nr].err), -EIO);
 	assert_int_equal(td_queue_drain_timeout(e.q, 0), 0);
 
-	/* The calls return; their results are dropped and nothing ends twice. */
+	/* The calls return: their requests fail now, their results dropped; nothing ends twice. */
 	atomic_store(&e.gate->block_writes, false);
 	gate_release(e.gate, c->in_backend);
 	assert_int_equal(pthread_join(sm.tid, NULL), 0);
+	for (unsigned int i = 0; i < c->in_backend; i++) {
+		assert_true(wait_ended(&t[i]));
+		assert_int_equal(atomic_load(&t[i].err), -EIO);
+	}
 	assert_true(wait_drive_idle(&e));
 	for (unsigned int i = 0; i <= nr; i++)
 		assert_int_equal(atomic_load(&t[i].ended), 1);
 	env_stats(&e, s);
 	assert_int_equal(s->ios[TD_OP_WRITE], nr - 1);
+	assert_int_equal(s->errors[TD_OP_WRITE], nr - 1);
+	assert_int_equal(env_status(&e).requests_used, 0);
 	env_destroy(&e);
+	free(s);
+	free(buf);
+}
+
+/* ---- a hung medium: backend calls that do not return -------------------------------------- */
+
+/*
+ * A write whose backend call hangs (the gate stays closed, as pwrite does on
+ * a frozen file system) times out again and again: each reset leaves the
+ * call behind (stale, the drive fenced) instead of waiting for it, so the
+ * timeouts keep firing and being counted, each charging retries. The write
+ * is pinned by its call, which may still read its buffer, so it is never
+ * failed, even long past max_retries; a second write, submitted behind the
+ * fence, is not pinned and fails with EIO once it has used its retries.
+ * When the call returns, the pinned write's retry runs and completes with
+ * its data.
+ */
+static void test_pinned_write_is_not_failed_past_max_retries_while_its_call_hangs(void **state)
+{
+	uint8_t *buf = xmalloc(2 * 8 * TD_SECTOR_SIZE);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_drive_status ds;
+	struct submitter sm;
+	struct env_opts o;
+	struct env e;
+	struct tbio t[2];
+
+	(void)state;
+	assert_non_null(s);
+	env_opts_default(&o);
+	o.gate = true;
+	o.elevator = "noop";
+	o.timeout_ms = 20;
+	o.max_retries = 1;
+	env_create(&e, &o);
+	fill_range(buf, 0, 8, 31);
+	fill_range(buf + 8 * TD_SECTOR_SIZE, 64, 8, 31);
+	atomic_store(&e.gate->block_writes, true);
+
+	/* W0 from a thread of its own: with an inline drive, that thread is stuck in the call. */
+	tbio_init(&t[0], NULL, TD_OP_WRITE, 0, 8, buf);
+	sm = (struct submitter){ .q = e.q, .t = &t[0] };
+	assert_int_equal(pthread_create(&sm.tid, NULL, submit_main, &sm), 0);
+	assert_true(gate_wait_waiting(e.gate, 1));
+	assert_true(wait_counter(&e, TD_STAT_TIMEOUTS, 1));
+
+	/* W1 waits behind the fence without holding us, times out and fails. */
+	tbio_init(&t[1], NULL, TD_OP_WRITE, 64, 8, buf + 8 * TD_SECTOR_SIZE);
+	td_queue_submit(e.q, &t[1].bio);
+	assert_true(wait_ended(&t[1]));
+	assert_int_equal(atomic_load(&t[1].err), -EIO);
+	/*
+	 * W0, older, was charged at every timeout W1 was: it has used its retries
+	 * too, but its call still holds its buffer, so it waits; and the
+	 * timeouts go on.
+	 */
+	assert_int_equal(atomic_load(&t[0].ended), 0);
+	assert_true(wait_counter(&e, TD_STAT_TIMEOUTS, 8));
+	assert_int_equal(atomic_load(&t[0].ended), 0);
+	assert_int_equal(atomic_load(&e.gate->waiting), 1);
+	td_drive_get_status(e.drive, &ds);
+	assert_int_equal(ds.stale_calls, 1);
+	assert_int_equal(td_drive_get_stale_calls(e.drive, NULL, 0), 1);
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 1);
+
+	/* No more timeouts, then the call returns: the retry runs and completes. */
+	assert_int_equal(td_queue_set_timeout(e.q, 0, 1), 0);
+	atomic_store(&e.gate->block_writes, false);
+	gate_release(e.gate, 1);
+	assert_true(wait_ended(&t[0]));
+	assert_int_equal(pthread_join(sm.tid, NULL), 0);
+	assert_int_equal(atomic_load(&t[0].err), 0);
+	assert_int_equal(atomic_load(&t[0].ended), 1);
+	assert_memory_equal(env_disk(&e, 0), buf, 8 * TD_SECTOR_SIZE);
+	assert_true(all_value(env_disk(&e, 64), 8 * TD_SECTOR_SIZE, 0));
+	td_drive_get_status(e.drive, &ds);
+	assert_int_equal(ds.stale_calls, 0);
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_RETRIES_EXHAUSTED], 1);
+	assert_int_equal(s->errors[TD_OP_WRITE], 1);
+	assert_int_equal(s->ios[TD_OP_WRITE], 2);
+	assert_true(s->counters[TD_STAT_TIMEOUTS] >= 8);
+	env_destroy(&e);
+	free(s);
+	free(buf);
+}
+
+/* ---- modelled latency never caps the queue --------------------------------------------- */
+
+/*
+ * With a latency that outlasts the test (injected, or the ssd or hdd
+ * model's), 32 reads submitted one at a time by one thread all go in flight
+ * at once on 32 tags, and the submitter is never held: each submit returns
+ * with its read still delayed. With an inline drive (workers = 0, the
+ * default) the delay waits on the drive's timer, not in the thread that runs
+ * the queue, as null_blk's timer completion does. A reset takes the delayed
+ * reads back, requeues them, and they go in flight again; a bounded drain
+ * then fails them all.
+ */
+struct depth_case {
+	const char *name;
+	unsigned int workers;
+	enum td_drive_model model;
+	bool inject; /* injected latency, not the model's */
+};
+
+static const struct depth_case depth_cases[] = {
+	{ .name = "latency: injected, inline drive: 32 reads in flight, the submitter not held",
+	  .workers = 0, .inject = true },
+	{ .name = "latency: injected, two workers: 32 reads in flight", .workers = 2, .inject = true },
+	{ .name = "latency: ssd model, workers 0: 32 reads in flight", .model = TD_MODEL_SSD },
+	{ .name = "latency: hdd model: 32 reads in flight", .model = TD_MODEL_HDD },
+};
+
+#define DEPTH_READS 32
+#define LONG_US 600000000U /* ten minutes: never runs out in a test */
+
+/*
+ * Return: true when the queue has @n requests in flight on @n tags, the drive
+ * all of them, and at least @delayed of them waiting out their latency.
+ */
+static bool wait_depth_in_flight(struct env *e, unsigned int n, unsigned int delayed)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)WAIT_MS * 1000000ULL;
+	struct td_drive_status ds;
+	struct td_queue_status st;
+
+	for (;;) {
+		st = env_status(e);
+		td_drive_get_status(e->drive, &ds);
+		if (st.in_flight == n && st.tags_in_use == n && ds.executing + ds.queued == n &&
+		    ds.delayed >= delayed)
+			return true;
+		if (mono_ns() > deadline) {
+			print_message("in flight %u, tags %u, drive executing %u queued %u delayed %u\n",
+				      st.in_flight, st.tags_in_use, ds.executing, ds.queued,
+				      ds.delayed);
+			return false;
+		}
+		sleep_us(200);
+	}
+}
+
+/* One thread submitting DEPTH_READS reads one at a time, as a FUSE thread would. */
+struct depth_submitter {
+	pthread_t tid;
+	struct env *e;
+	struct tbio *t;
+	uint8_t *buf;
+	unsigned int ended_at_return; /* reads already ended when their submit returned */
+	atomic_bool done;
+};
+
+static void *depth_submit_main(void *arg)
+{
+	struct depth_submitter *ds = arg;
+
+	for (unsigned int i = 0; i < DEPTH_READS; i++) {
+		/* Apart, so that no two merge: one request each. */
+		tbio_init(&ds->t[i], NULL, TD_OP_READ, (uint64_t)i * 16, 8,
+			  ds->buf + i * 8 * TD_SECTOR_SIZE);
+		td_queue_submit(ds->e->q, &ds->t[i].bio);
+		ds->ended_at_return += atomic_load(&ds->t[i].ended);
+	}
+	atomic_store(&ds->done, true);
+	return NULL;
+}
+
+static void run_depth_case(void **state)
+{
+	const struct depth_case *c = *state;
+	uint8_t *buf = xmalloc(DEPTH_READS * 8 * TD_SECTOR_SIZE);
+	struct td_stats_snapshot *s = calloc(1, sizeof(*s));
+	struct td_drive_status ds;
+	struct tbio *t = calloc(DEPTH_READS, sizeof(*t));
+	struct depth_submitter sub = { 0 };
+	struct env_opts o;
+	struct env e;
+	bool not_held;
+
+	assert_non_null(s);
+	assert_non_null(t);
+	env_opts_default(&o);
+	o.workers = c->workers;
+	o.model = c->model;
+	o.model_us = LONG_US;
+	o.depth = DEPTH_READS;
+	o.elevator = "noop";
+	env_create(&e, &o);
+	if (c->inject)
+		td_inject_set_latency(td_drive_inject(e.drive), LONG_US);
+	sub = (struct depth_submitter){ .e = &e, .t = t, .buf = buf };
+	assert_int_equal(pthread_create(&sub.tid, NULL, depth_submit_main, &sub), 0);
+	/* Every submit returns at once, none with its read done. */
+	not_held = wait_flag(&sub.done, WAIT_MS);
+	if (!not_held) {
+		/* The submitter sits out the delay: free it (a reset ends a delay) to fail cleanly. */
+		td_inject_clear(td_drive_inject(e.drive));
+		while (!atomic_load(&sub.done)) {
+			td_queue_reset(e.q, false);
+			sleep_us(1000);
+		}
+	}
+	assert_int_equal(pthread_join(sub.tid, NULL), 0);
+	assert_true(not_held);
+	assert_int_equal(sub.ended_at_return, 0);
+	/* With an inline drive all of them wait at once, on the timer; else one per thread. */
+	unsigned int delayed = c->model ? 1 : c->workers ? c->workers : DEPTH_READS;
+
+	assert_true(wait_depth_in_flight(&e, DEPTH_READS, delayed));
+	td_drive_get_status(e.drive, &ds);
+	assert_int_equal(ds.delayed, delayed);
+
+	/* A reset takes them back and requeues them; they go in flight again. */
+	assert_int_equal(td_queue_reset(e.q, false), DEPTH_READS);
+	assert_true(wait_depth_in_flight(&e, DEPTH_READS, delayed));
+	env_stats(&e, s);
+	assert_int_equal(s->counters[TD_STAT_REQUEUED], DEPTH_READS);
+	assert_int_equal(s->ios[TD_OP_READ], 0);
+
+	assert_int_equal(td_queue_drain_timeout(e.q, 1), DEPTH_READS);
+	for (unsigned int i = 0; i < DEPTH_READS; i++) {
+		assert_int_equal(atomic_load(&t[i].ended), 1);
+		assert_int_equal(atomic_load(&t[i].err), -EIO);
+	}
+	td_inject_clear(td_drive_inject(e.drive));
+	env_destroy(&e);
+	free(t);
 	free(s);
 	free(buf);
 }
@@ -2708,6 +2956,7 @@ static void test_stress_resets_under_load_keep_every_completed_write(void **stat
 	cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_inline), \
 	cmocka_unit_test(test_submit_list_larger_than_request_pool_completes_threaded), \
 	cmocka_unit_test(test_destroy_right_after_drain_is_safe), \
+	cmocka_unit_test(test_pinned_write_is_not_failed_past_max_retries_while_its_call_hangs), \
 	cmocka_unit_test(test_stress_resets_under_load_keep_every_completed_write),
 
 #ifndef TEST_QUEUE_NO_MAIN
@@ -2718,7 +2967,7 @@ int main(void)
 	};
 	struct CMUnitTest tests[TD_ARRAY_SIZE(single) + TD_ARRAY_SIZE(prep_cases) +
 			       TD_ARRAY_SIZE(kill_cases) + TD_ARRAY_SIZE(kick_cases) +
-			       TD_ARRAY_SIZE(drain_cases)];
+			       TD_ARRAY_SIZE(drain_cases) + TD_ARRAY_SIZE(depth_cases)];
 	size_t n = 0;
 
 	TABLE_CASES(run_prep_case, prep_cases, tests, n);
@@ -2727,6 +2976,7 @@ int main(void)
 		tests[n++] = single[i];
 	TABLE_CASES(run_kick_case, kick_cases, tests, n);
 	TABLE_CASES(run_drain_case, drain_cases, tests, n);
+	TABLE_CASES(run_depth_case, depth_cases, tests, n);
 
 	/* Resets and timeouts are logged; the tests check them through the stats. */
 	td_log_init("test_queue", TD_LOG_ERR);

@@ -628,6 +628,7 @@ int main(void)
 	struct CMUnitTest tests[TD_ARRAY_SIZE(shared) + TD_ARRAY_SIZE(own) +
 			       TD_ARRAY_SIZE(prep_cases) + TD_ARRAY_SIZE(kill_cases) +
 			       TD_ARRAY_SIZE(kick_cases) + TD_ARRAY_SIZE(drain_cases) +
+			       TD_ARRAY_SIZE(depth_cases) +
 			       TD_ARRAY_SIZE(map_cases) + TD_ARRAY_SIZE(sched_cases) +
 			       TD_ARRAY_SIZE(pair_cases)];
 	size_t n = 0;
@@ -639,6 +640,7 @@ int main(void)
 		tests[n++] = shared[i];
 	TABLE_CASES(run_kick_case, kick_cases, tests, n);
 	TABLE_CASES(run_drain_case, drain_cases, tests, n);
+	TABLE_CASES(run_depth_case, depth_cases, tests, n);
 	TABLE_CASES(run_map_case, map_cases, tests, n);
 	TABLE_CASES(run_sched_case, sched_cases, tests, n);
 	TABLE_CASES(run_pair_case, pair_cases, tests, n);
