@@ -86,7 +86,8 @@ static const char *entry_problem(const struct td_replay *r, const uint8_t *hdr,
 	}
 	if (e->data_len || hdr[TD_WLOG_ENTRY_LEN])
 		return "a header not padded with zeroes";
-	if (e->sector > UINT64_MAX / r->ss - e->nr_sectors)
+	/* In this order, so that nothing wraps: every later sum and product of these fits. */
+	if (e->nr_sectors > UINT64_MAX / r->ss || e->sector > UINT64_MAX / r->ss - e->nr_sectors)
 		return "sectors beyond any disk";
 	return NULL;
 }

@@ -8,6 +8,7 @@
  * seed, the target restored after them); and bad input, each refused with
  * one message and the target untouched.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -516,6 +517,7 @@ enum bad_kind {
 	BAD_CHECK_WITHOUT_FSCK,
 	BAD_NO_TARGET_FILE,
 	BAD_EMPTY_FILE,
+	BAD_HUGE_DISCARD,
 };
 
 struct bad_case {
@@ -584,6 +586,16 @@ static void make_bad(struct dir *d, enum bad_kind kind, struct td_replay_opts *o
 	case BAD_EMPTY_FILE:
 		assert_int_equal(truncate(d->log, 0), 0);
 		break;
+	case BAD_HUGE_DISCARD: {
+		/*
+		 * Entry 2 becomes a discard of 2^64 - 1 sectors from sector 2: no
+		 * data to be missing, and sector + sectors wraps to 1.
+		 */
+		uint64_t e[4] = { htole64(2), htole64(UINT64_MAX), htole64(TD_WLOG_F_DISCARD), 0 };
+
+		corrupt(d->log, SS + 2 * 9 * SS, e, sizeof(e));
+		break;
+	}
 	}
 }
 
@@ -639,6 +651,8 @@ int main(void)
 		  "/nonexistent/target: No such file or directory" },
 		{ "test_replay_refuses_an_empty_file", BAD_EMPTY_FILE,
 		  "0 bytes, too short for a write log's super block" },
+		{ "test_replay_refuses_a_discard_whose_end_wraps", BAD_HUGE_DISCARD,
+		  "entry 2 at byte 9728 is malformed: sectors beyond any disk" },
 	};
 	struct test_list l = { 0 };
 
