@@ -772,10 +772,12 @@ void td_admin_set_frontend(struct td_admin *a, struct td_frontend *fe, const cha
 void td_admin_set_takeover(struct td_admin *a, bool recovery, bool fd_store, uint64_t takeovers,
 			   uint64_t resent)
 {
+	pthread_mutex_lock(&a->fe_lock);
 	a->recovery = recovery;
 	a->fd_store = fd_store;
 	a->takeovers = takeovers;
 	a->resent = resent;
+	pthread_mutex_unlock(&a->fe_lock);
 }
 
 void td_admin_destroy(struct td_admin *a)

@@ -75,11 +75,11 @@ struct td_admin {
 	pthread_mutex_t fe_lock;
 	struct td_frontend *fe; /* fe_lock */
 	char *disk_path;	/* fe_lock */
-	/* Set once before serving (td_admin_set_takeover()). */
-	bool recovery;
-	bool fd_store;
-	uint64_t takeovers;
-	uint64_t resent;
+	/* Set once, once mounted, while status may be asked (td_admin_set_takeover()). */
+	bool recovery;	    /* fe_lock */
+	bool fd_store;	    /* fe_lock */
+	uint64_t takeovers; /* fe_lock */
+	uint64_t resent;    /* fe_lock */
 
 	struct td_admin_sample samples[TD_ADMIN_RATE_SAMPLES]; /* admin thread */
 	unsigned int nr_samples;

@@ -261,6 +261,9 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 
 	if (a->fe)
 		td_frontend_transport_stats(a->fe, &ts);
+	bool recovery = a->recovery, fd_store = a->fd_store;
+	uint64_t takeovers = a->takeovers, resent = a->resent;
+
 	pthread_mutex_unlock(&a->fe_lock);
 	pthread_mutex_lock(a->p.config_lock);
 	td_admin_put_bool(out, o, "read_only", c->read_only);
@@ -311,10 +314,10 @@ void td_admin_cmd_status(struct td_admin *a, const struct td_admin_request *req,
 	td_admin_put_u64(out, o, "opens", opens);
 	td_admin_put_u64(out, o, "fuse_threads", threads);
 	td_admin_put_str(out, o, "transport", ts.name);
-	td_admin_put_bool(out, o, "recovery", a->recovery);
-	td_admin_put_bool(out, o, "fd_store", a->fd_store);
-	td_admin_put_u64(out, o, "takeovers", a->takeovers);
-	td_admin_put_u64(out, o, "resent", a->resent);
+	td_admin_put_bool(out, o, "recovery", recovery);
+	td_admin_put_bool(out, o, "fd_store", fd_store);
+	td_admin_put_u64(out, o, "takeovers", takeovers);
+	td_admin_put_u64(out, o, "resent", resent);
 	if (ts.nr_queues) {
 		struct json_object *q = td_admin_put_array(out, o, "uring_requests");
 

@@ -38,6 +38,7 @@
 #include "daemon/admin.h"
 #include "daemon/frontend.h"
 #include "daemon/tagdiskd_int.h"
+#include "tagdisk/drive.h"
 #include "tagdisk/queue.h"
 
 #ifndef PR_SET_IO_FLUSHER
@@ -88,19 +89,43 @@ static bool begin_stop(struct daemon *d)
 
 /*
  * tagdiskctl restart, SIGUSR2: stop receiving, drain, write back, and
- * re-execute with the connection (td_daemon_stop()). Only the classic transport's
- * requests survive a handover. Return: 0, or -EBUSY/-EOPNOTSUPP with @err.
+ * re-execute with the connection (td_daemon_stop()). Only the classic
+ * transport's requests survive a handover, and only a daemon whose backend
+ * calls have all returned can execute again. Return: 0, or
+ * -EAGAIN/-EBUSY/-EOPNOTSUPP with @err.
  */
 static int request_restart(struct daemon *d, char *err, size_t errlen)
 {
 	struct td_fuse_transport_stats ts;
+	struct td_drive_status ds;
 
+	/* d->fe is main()'s until it serves: the admin socket is up before the mount. */
+	pthread_mutex_lock(&d->stop_lock);
+	bool serving = d->serving;
+	bool stopping = d->phase != STOP_NONE;
+
+	pthread_mutex_unlock(&d->stop_lock);
+	if (!serving) {
+		snprintf(err, errlen, "restart: the daemon is still starting");
+		return -EAGAIN;
+	}
+	if (stopping) {
+		snprintf(err, errlen, "restart: the daemon is already stopping");
+		return -EBUSY;
+	}
 	td_frontend_transport_stats(d->fe, &ts);
 	if (strcmp(ts.name, "classic") != 0) {
 		snprintf(err, errlen, "restart: the disk is served over %s, whose requests cannot "
 			 "be handed to a new daemon; only transport classic restarts in place",
 			 ts.name);
 		return -EOPNOTSUPP;
+	}
+	td_drive_get_status(d->drive, &ds);
+	if (ds.stale_calls || ds.stale_ops) {
+		snprintf(err, errlen, "restart: %u backend call(s) left behind by a reset have not "
+			 "returned (a hung medium?); the new image could not start until they do",
+			 ds.stale_calls + ds.stale_ops);
+		return -EBUSY;
 	}
 	pthread_mutex_lock(&d->stop_lock);
 	if (d->phase != STOP_NONE) {
@@ -139,6 +164,13 @@ static void *signal_main(void *arg)
 	for (;;) {
 		if (sigwait(&set, &sig))
 			continue;
+		/*
+		 * Asked of the service manager over D-Bus, which may take a while:
+		 * not under stop_lock. d->takeover.stored was set before this thread.
+		 */
+		bool restart_pending = (sig == SIGTERM || sig == SIGINT) && d->takeover.stored &&
+				       td_takeover_restart_pending();
+
 		pthread_mutex_lock(&d->stop_lock);
 		enum stop_phase phase = d->phase;
 
@@ -177,7 +209,7 @@ static void *signal_main(void *arg)
 			d->phase = STOP_DRAINING;
 			d->stop_start_ns = td_now_ns();
 			/* A restart of the unit, not a stop: the store hands the mount on. */
-			if (d->takeover.stored && td_takeover_restart_pending())
+			if (restart_pending)
 				d->end = END_HANDOVER;
 			pthread_mutex_unlock(&d->stop_lock);
 			if (d->end == END_HANDOVER)
@@ -464,6 +496,9 @@ int main(int argc, char **argv)
 		pthread_join(d.sig_thread, NULL);
 		return fail_start(&d, 1);
 	}
+	pthread_mutex_lock(&d.stop_lock);
+	d.serving = true;
+	pthread_mutex_unlock(&d.stop_lock);
 	/* Serving: a parent waiting for us exits 0 now; from here we log to syslog. */
 	td_daemonize_ready();
 
@@ -497,7 +532,18 @@ int main(int argc, char **argv)
 		td_err("fuse: the session loop failed: %s", strerror(-ret));
 	if (begin_stop(&d) && ret == 1)
 		td_notice("fuse: %s was unmounted, stopping", d.cfg.mountpoint);
-	td_notify("STOPPING=1\nSTATUS=draining the queue");
+	pthread_mutex_lock(&d.stop_lock);
+	enum stop_end end = d.end;
+	pthread_mutex_unlock(&d.stop_lock);
+	/*
+	 * A restart in place is this service going on, not stopping: STOPPING=1
+	 * would leave the unit deactivating, deaf to the new image's READY=1,
+	 * until TimeoutStopSec killed it. RELOADING=1 is ended by that READY=1.
+	 */
+	if (end == END_EXEC)
+		td_notify("RELOADING=1\nSTATUS=restarting in place: draining the queue");
+	else
+		td_notify("STOPPING=1\nSTATUS=draining the queue");
 	ret = td_daemon_stop(&d, ret);
 	td_daemonize_end();
 	if (d.end == END_EXEC) {

@@ -90,6 +90,7 @@ struct daemon {
 	enum stop_phase phase;
 	uint64_t stop_start_ns;	   /* when the stop began (the shutdown_timeout_ms clock) */
 	unsigned int stop_signals; /* SIGTERM/SIGINT received */
+	bool serving;		   /* mounted and ready: d->fe is set (restart may go) */
 	enum stop_end end;
 };
 

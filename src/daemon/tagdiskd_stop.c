@@ -230,7 +230,21 @@ int td_daemon_stop(struct daemon *d, int run_ret)
 
 	pthread_mutex_lock(&d->stop_lock);
 	d->phase = STOP_CLOSING;
+	/*
+	 * A thread still inside a backend call (a hung medium) would hold up
+	 * execve(), which must end every other thread first: the daemon would
+	 * hang half-executed, holding the mount. Stop instead.
+	 */
+	bool exec_refused = d->end == END_EXEC && leave_engine;
+
+	if (exec_refused)
+		d->end = END_UNMOUNT;
 	pthread_mutex_unlock(&d->stop_lock);
+	if (exec_refused) {
+		td_err("restart: backend calls are still running; stopping and unmounting instead "
+		       "of executing again");
+		td_notify("STOPPING=1\nSTATUS=stopping: backend calls still running");
+	}
 
 	if (d->end != END_UNMOUNT) {
 		/* The next daemon serves it: the connection stays, with what the kernel queued. */

@@ -551,9 +551,10 @@ unsigned int td_queue_inline_depth(void)
 /*
  * A run of @q is asked for. Inside an inline run, leave it to the current run's
  * next pass (@q is being run) or to the outermost run (see the top of this file).
- * Return: true when it was left so; false when the caller runs @q itself.
+ * @locked: the caller holds @q's lock. Return: true when it was left so; false
+ * when the caller runs @q itself.
  */
-static bool inline_defer(struct td_queue *q)
+static bool inline_defer(struct td_queue *q, bool locked)
 {
 	struct td_queue *owner = q->parent ? q->parent : q;
 
@@ -567,7 +568,11 @@ static bool inline_defer(struct td_queue *q)
 		if (inline_deferred[i] == q)
 			return true;
 	if (nr_inline_deferred == INLINE_DEFERRED_MAX) {
-		td_queue_kick(q);
+		/* Full: td-kblockd runs it. Submitters call here holding q's lock. */
+		if (locked)
+			td_queue_kick_locked(q, false);
+		else
+			td_queue_kick(q);
 		return true;
 	}
 	/* The pin: dropped by td_queue_bio_done() once the run is done. */
@@ -652,7 +657,7 @@ void td_queue_run(struct td_queue *q)
 	}
 	if (q->mode != TD_MODE_RQ)
 		return;
-	if (inline_defer(q))
+	if (inline_defer(q, false))
 		return;
 	td_mutex_lock(&q->lock);
 	run_and_unlock(q, 0, NULL);
@@ -826,7 +831,7 @@ void td_queue_submit(struct td_queue *q, struct td_bio *bio)
 		td_stats_io_start(q->stats, now);
 	else if (delta < 0)
 		td_stats_io_cancel(q->stats, now);
-	if (inline_defer(q)) {
+	if (inline_defer(q, true)) {
 		td_mutex_unlock(&q->lock);
 		td_queue_end_bios(q, &ends);
 		return;
@@ -869,7 +874,7 @@ static void insert_list(struct td_queue *q, struct td_bio *list)
 		bio = next;
 	} while (bio);
 	account_started(q, now, started);
-	if (inline_defer(q)) {
+	if (inline_defer(q, true)) {
 		td_mutex_unlock(&q->lock);
 		td_queue_end_bios(q, &ends);
 		return;
