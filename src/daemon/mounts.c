@@ -5,9 +5,16 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "common/clock.h"
 #include "daemon/mounts.h"
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -56,6 +63,7 @@ struct mount_line {
 	char point[PATH_MAX + 1];
 	unsigned int maj, min;
 	char type[64];
+	char source[256];
 };
 
 /*
@@ -75,10 +83,12 @@ static int each_mount(bool (*fn)(const struct mount_line *m, void *arg), void *a
 	while (getline(&line, &cap, f) > 0) {
 		char *sep = strstr(line, " - ");
 
+		m.source[0] = '\0';
 		if (!sep || sscanf(line, "%*u %*u %u:%u %*s %4096s", &m.maj, &m.min, m.point) != 3 ||
-		    sscanf(sep + 3, "%63s", m.type) != 1)
+		    sscanf(sep + 3, "%63s %255s", m.type, m.source) < 1)
 			continue;
 		unescape(m.point);
+		unescape(m.source);
 		if (fn(&m, arg))
 			break;
 	}
@@ -103,6 +113,7 @@ static bool lookup_one(const struct mount_line *m, void *arg)
 	l->mi->major_nr = m->maj;
 	l->mi->minor_nr = m->min;
 	snprintf(l->mi->fstype, sizeof(l->mi->fstype), "%s", m->type);
+	snprintf(l->mi->source, sizeof(l->mi->source), "%s", m->source);
 	l->found = true;
 	return false;
 }
@@ -146,6 +157,44 @@ int td_mount_find_type(const char *fstype, char *point, size_t len)
 	if (ret)
 		return ret;
 	return ft.found ? 0 : -ENOENT;
+}
+
+int td_mount_probe(const char *path, unsigned int timeout_ms)
+{
+	uint64_t deadline = td_now_ns() + (uint64_t)timeout_ms * TD_NSEC_PER_MSEC;
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		struct statfs st;
+
+		/*
+		 * A request to whoever serves the mount (statfs: the kernel caches no
+		 * answer to it, as it may a stat). Only async-signal-safe calls here.
+		 */
+		_exit(statfs(path, &st) == 0 ? 0 : errno & 0xff);
+	}
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (td_now_ns() >= deadline) {
+			/* FUSE requests wait killably: the child goes at once. */
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			return -ETIMEDOUT;
+		}
+		td_sleep_until(td_now_ns() + 10 * TD_NSEC_PER_MSEC);
+	}
+	if (!WIFEXITED(status))
+		return -ECHILD;
+	return -WEXITSTATUS(status);
 }
 
 bool td_mount_is_tagdisk(const char *path)

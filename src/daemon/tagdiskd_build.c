@@ -23,6 +23,8 @@
 #include "tagdisk/trace.h"
 #include "tagdisk/wlog.h"
 
+/* How long a tagdisk mount already at the mountpoint may take to answer (stale_mount()). */
+#define STALE_PROBE_MS 5000
 /* How long a takeover waits for a dead daemon's RBD lock (its watch times out after 30 s). */
 #define TAKEOVER_LOCK_WAIT_S 120
 
@@ -124,6 +126,35 @@ int td_daemon_start_log(struct daemon *d, char *err, size_t errlen)
 	return td_wlog_start(d->wlog, d->cfg.log_path, err + n, errlen - n);
 }
 
+/*
+ * A tagdisk mount is at our mountpoint already. One whose daemon is gone
+ * (its connection aborted) is detached; one that answers, or that nobody
+ * answers for (a stopped daemon, a connection a service manager keeps), is
+ * another daemon's: refused (-EEXIST with @err), not taken from it.
+ */
+static int stale_mount(const struct td_config *c, char *err, size_t errlen)
+{
+	struct td_mount_info mi;
+	const char *source = td_mount_lookup(c->mountpoint, &mi) ? "?" : mi.source;
+	int ret = td_mount_probe(c->mountpoint, STALE_PROBE_MS);
+
+	if (ret == -ENOTCONN) {
+		td_notice("fuse: detaching the mount a stopped tagdiskd left at %s (%s)",
+			  c->mountpoint, source);
+		if (umount2(c->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+			td_warn("fuse: detaching %s", c->mountpoint);
+		return 0;
+	}
+	if (ret == 0)
+		snprintf(err, errlen, "[disk] mountpoint \"%s\": another tagdiskd serves a disk "
+			 "there (%s); stop it, or choose another mountpoint", c->mountpoint, source);
+	else
+		snprintf(err, errlen, "[disk] mountpoint \"%s\": a tagdisk mount there (%s) does "
+			 "not answer (%s: a stopped daemon, or a connection a service manager "
+			 "keeps); unmount it first", c->mountpoint, source, strerror(-ret));
+	return -EEXIST;
+}
+
 int td_daemon_build_frontend(struct daemon *d, char *err, size_t errlen)
 {
 	struct td_config *c = &d->cfg;
@@ -170,10 +201,12 @@ int td_daemon_build_frontend(struct daemon *d, char *err, size_t errlen)
 			  "([disk] recovery needs transport classic)");
 	}
 	if (!d->takeover.adopted && td_mount_is_tagdisk(c->mountpoint)) {
-		/* Its daemon is gone (another one would hold the image or the socket). */
-		td_notice("fuse: detaching the mount a stopped tagdiskd left at %s", c->mountpoint);
-		if (umount2(c->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-			td_warn("fuse: detaching %s", c->mountpoint);
+		int ret = stale_mount(c, err, errlen);
+
+		if (ret) {
+			free(opts);
+			return ret;
+		}
 	}
 	fp.max_threads = fuse_max_threads(c);
 	if (c->mode != TD_MODE_BIO && (c->workers || c->model != TD_MODEL_NONE))

@@ -281,3 +281,39 @@ kills_under_fio() {
 		umount "$TD_MNT"
 	done
 }
+
+@test "a tagdisk mount already on the mountpoint: detached when its daemon is dead, refused when one serves it or does not answer" {
+	local pid
+	# Served by a live daemon: a second disk there is refused, exit 2; the first one serves on.
+	TD_TRANSPORT=classic start_tagdiskd --size 16M
+	head -c 65536 /dev/urandom >"$TD_DIR/data"
+	dd if="$TD_DIR/data" of="$TD_DISK" bs=64k oflag=direct conv=notrunc status=none
+	run_tagdiskd --image "$TD_DIR/other.img" --size 16M --mount "$TD_MNT" \
+		--socket "$TD_DIR/other.sock" --name other
+	echo "status $status: $stderr" >&2
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"mountpoint \"$TD_MNT\": another tagdiskd serves a disk there (tagdisk:disk); stop it, or choose another mountpoint"* ]]
+	[ ! -e "$TD_DIR/other.img" ]
+	cmp -n 65536 "$TD_DIR/data" "$TD_DISK"
+	# Stopped (SIGSTOP): it does not answer; refused too, after the probe's 5 s.
+	kill -STOP "$TD_PID"
+	run_tagdiskd --image "$TD_DIR/other.img" --size 16M --mount "$TD_MNT" \
+		--socket "$TD_DIR/other.sock" --name other
+	kill -CONT "$TD_PID"
+	echo "status $status: $stderr" >&2
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"a tagdisk mount there (tagdisk:disk) does not answer (Connection timed out"* ]]
+	cmp -n 65536 "$TD_DIR/data" "$TD_DISK"
+	# Dead (kill -9, no service manager keeps the connection): the next daemon detaches the
+	# dead mount and serves the same image at the same place.
+	pid=$TD_PID
+	kill -KILL "$pid"
+	wait "$pid" 2>/dev/null || true
+	TD_PID=
+	td_is_mounted "$TD_MNT"
+	TD_TRANSPORT=classic start_tagdiskd --size 16M
+	grep -q "fuse: detaching the mount a stopped tagdiskd left at $TD_MNT (tagdisk:disk)" "$TD_LOG"
+	cmp -n 65536 "$TD_DIR/data" "$TD_DISK"
+	stop_tagdiskd
+	td_not_mounted "$TD_MNT"
+}
