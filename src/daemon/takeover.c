@@ -394,28 +394,100 @@ bool td_takeover_restart_pending(void)
 
 /* ---- re-executing in place ------------------------------------------------------------------ */
 
+/* A descriptor number the handover takes over (3 or 4), and what was there, kept aside. */
+struct saved_fd {
+	int fd;
+	int flags; /* its descriptor flags; -1: nothing was open there */
+	int copy;  /* what was there, duplicated out of the way */
+};
+
+/* Return: 0, or a negative errno (nothing changed). */
+static int save_fd(struct saved_fd *s, int fd)
+{
+	s->fd = fd;
+	s->copy = -1;
+	s->flags = fcntl(fd, F_GETFD);
+	if (s->flags >= 0) {
+		s->copy = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+		if (s->copy < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void restore_fd(struct saved_fd *s)
+{
+	if (s->copy < 0) {
+		close(s->fd);
+		return;
+	}
+	if (dup2(s->copy, s->fd) >= 0)
+		fcntl(s->fd, F_SETFD, s->flags);
+	close(s->copy);
+}
+
+static void unset_listen_env(void)
+{
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	unsetenv(ENV_DETACHED);
+}
+
 int td_takeover_exec(struct td_takeover *t, const char *exe, char *const argv[], bool detached)
 {
+	struct saved_fd saved[2] = { { .copy = -1 }, { .copy = -1 } };
 	char pid[24];
-	int fuse_fd, state_fd;
+	int fuse_fd, state_fd, ret = 0, ret_self;
 
 	if (t->fuse_fd < 0 || t->state_fd < 0)
 		return -EINVAL;
-	/* Out of the way of 3 and 4 first, then onto them (dup2 clears close-on-exec). */
+	/*
+	 * Out of the way of 3 and 4 first, then onto them (dup2 clears
+	 * close-on-exec). What was at 3 and 4 (the syslog pipe, say) is kept
+	 * aside and put back if no exec succeeds; nothing is logged meanwhile,
+	 * since a line could go to whatever sits at its descriptor now.
+	 */
 	fuse_fd = fcntl(t->fuse_fd, F_DUPFD_CLOEXEC, 64);
 	state_fd = fcntl(t->state_fd, F_DUPFD_CLOEXEC, 64);
-	if (fuse_fd < 0 || state_fd < 0 || dup2(fuse_fd, LISTEN_FDS_START) < 0 ||
-	    dup2(state_fd, LISTEN_FDS_START + 1) < 0)
-		return -errno;
+	if (fuse_fd < 0 || state_fd < 0)
+		ret = -errno;
+	if (!ret)
+		ret = save_fd(&saved[0], LISTEN_FDS_START);
+	if (!ret)
+		ret = save_fd(&saved[1], LISTEN_FDS_START + 1);
+	if (ret) {
+		for (int i = 0; i < 2; i++)
+			if (saved[i].copy >= 0)
+				close(saved[i].copy);
+		goto out;
+	}
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	if (setenv("LISTEN_PID", pid, 1) || setenv("LISTEN_FDS", "2", 1) ||
+	if (dup2(fuse_fd, LISTEN_FDS_START) < 0 || dup2(state_fd, LISTEN_FDS_START + 1) < 0 ||
+	    setenv("LISTEN_PID", pid, 1) || setenv("LISTEN_FDS", "2", 1) ||
 	    setenv("LISTEN_FDNAMES", TD_TAKEOVER_FUSE_NAME ":" TD_TAKEOVER_STATE_NAME, 1) ||
-	    (detached && setenv(ENV_DETACHED, "1", 1)))
-		return -errno;
-	execv(exe, argv);
-	td_warn("restart: executing \"%s\"; executing the running binary instead", exe);
-	execv("/proc/self/exe", argv);
-	return -errno;
+	    (detached && setenv(ENV_DETACHED, "1", 1))) {
+		ret = -errno;
+		ret_self = 0;
+	} else {
+		execv(exe, argv);
+		ret = -errno;
+		/* The binary at that path could not run (gone mid-upgrade?): the one running now. */
+		execv("/proc/self/exe", argv);
+		ret_self = -errno;
+	}
+	unset_listen_env();
+	for (int i = 1; i >= 0; i--)
+		restore_fd(&saved[i]);
+	if (ret_self)
+		td_warnx("restart: executing \"%s\": %s; /proc/self/exe: %s", exe, strerror(-ret),
+			 strerror(-ret_self));
+out:
+	if (fuse_fd >= 0)
+		close(fuse_fd);
+	if (state_fd >= 0)
+		close(state_fd);
+	return ret;
 }
 
 bool td_takeover_detached(void)
