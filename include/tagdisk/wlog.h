@@ -90,7 +90,6 @@ struct td_wlog_slot {
 	uint64_t index;		   /* entry number, from 0 */
 	uint64_t off;		   /* byte offset of its header sector in the file */
 	unsigned int session;
-	bool held;   /* a flush not yet ended: td_wlog_stop() may stand in for it */
 	bool orphan; /* stood in for by td_wlog_stop(): write nothing */
 	bool zeroes; /* write zeroes: its data sectors stay a hole */
 	int err;     /* a flush: how it ended (non-zero: written as TD_WLOG_FLUSH_FAILED) */

@@ -190,8 +190,10 @@ void td_ring_push_commit(struct td_ring_loop *l, struct td_ring_ent *e);
 void td_ring_wake_locked(struct td_ring_loop *l, bool *wake);
 /*
  * Give back the pages of the ARMED entries @l owns, keeping whatever request
- * the kernel wrote into any of them. In @l's thread, with no completion of
- * @l's ring left unreaped. Return: true when some entry still holds pages.
+ * the kernel wrote into any of them, whenever it did: before the pages move
+ * (the request is copied back) or after (it is in the fresh pages). In @l's
+ * thread, which reaps the entries' completions afterwards. Return: true when
+ * some entry still holds pages.
  */
 bool td_ring_trim_idle(struct td_ring_loop *l);
 

@@ -35,7 +35,6 @@ static void reserve_locked(struct td_wlog *wl, struct td_wlog_slot *s, uint64_t 
 	s->off = wl->next_off;
 	s->session = wl->session;
 	s->data_bytes = data_bytes;
-	s->held = false;
 	s->orphan = false;
 	s->next = NULL;
 	wl->next_off += wl->sectorsize + data_bytes;
@@ -140,8 +139,10 @@ static void end_flush(struct td_wlog *wl, struct td_wlog_slot *s)
 		free(s);
 		return;
 	}
-	/* Still on held (the super block must not count it yet), but no stand-in's. */
-	s->held = false;
+	/*
+	 * Still on held (the super block must not count it yet); td_wlog_stop()
+	 * waits for the flushes being ended (ending) rather than stand in for them.
+	 */
 	wl->ending++;
 	td_wlog_wake_writer_locked(wl);
 	while (wl->written_upto < s->off + wl->sectorsize)
@@ -295,7 +296,6 @@ struct td_wlog_slot *td_wlog_reserve_flush(struct td_wlog *wl)
 		return NULL;
 	}
 	reserve_locked(wl, s, 0, true);
-	s->held = true;
 	td_list_add_tail(&s->node, &wl->held);
 	wl->flushes++;
 	td_mutex_unlock(&wl->lock);

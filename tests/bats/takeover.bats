@@ -68,6 +68,8 @@ kills_under_fio() {
 	[ "$(grep -c 'took over' "$TD_LOG")" -eq "$kills" ]
 	[ "$rounds_file" -ge 1 ]
 	[ "$rounds_dev" -ge 1 ]
+	# Each daemon counts its own errors from 0: this is the last one's. What the others did is
+	# in fio's verify (every round, failed above) and, for the loop device, the kernel log.
 	[ "$(td_status errors)" -eq 0 ]
 }
 
