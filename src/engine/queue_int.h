@@ -238,9 +238,32 @@ void td_queue_kick_locked(struct td_queue *q, bool map) td_nonnull(1);
 
 /*
  * Return: the queue runs executing commands inline on the calling thread's
- * stack: 0, or 1 inside one (runs never nest: queue.c). For tests.
+ * stack: 0, or 1 inside one (runs never nest: queue_run.c). For tests.
  */
 unsigned int td_queue_inline_depth(void);
+
+/*
+ * A run of @q is asked for (@locked: the caller holds @q's lock). Inside an
+ * inline run, leave it to that run (queue_run.c). Return: true when it was
+ * left so; false when the caller runs @q itself.
+ */
+bool td_queue_inline_defer(struct td_queue *q, bool locked) td_nonnull(1);
+
+/*
+ * Dispatch what @q can (its lock held, released on return), end @ends_in's
+ * bios (may be NULL) and, with an inline drive, execute the batch here.
+ * @now: the clock read under this hold of the lock, or 0.
+ */
+void td_queue_run_and_unlock(struct td_queue *q, uint64_t now, struct td_bio_list *ends_in)
+	td_nonnull(1);
+
+/*
+ * The tree of writes in flight (queue.c): put the write @rq in it unless it
+ * overlaps one there (false: it waits, and the end of that write runs @q
+ * again); take it out. @q's lock held.
+ */
+bool td_queue_write_reserve_locked(struct td_queue *q, struct td_request *rq) td_nonnull(1, 2);
+void td_queue_write_release_locked(struct td_queue *q, struct td_request *rq) td_nonnull(1, 2);
 
 /*
  * What a completion leaves to do once every request of the drive's list has

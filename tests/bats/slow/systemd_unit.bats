@@ -201,6 +201,25 @@ mount_id() {
 	in_ns test -f /run/tagdisk/vm1/disk
 }
 
+@test "tagdiskctl restart under the unit: the same process, the unit active again, not restarted" {
+	in_ns systemctl start tagdisk@vm1
+	local mnt pid before
+	mnt=$(mount_id)
+	pid=$(unit_prop tagdisk@vm1 MainPID)
+	before=$(unit_prop tagdisk@vm1 NRestarts)
+	run -0 in_ns tagdiskctl -s /run/tagdisk/vm1.sock restart
+	[[ "$output" == *"restarted: pid $pid, "*", 0 requests resent"* ]]
+	# The new image's READY=1 ends the restart: a STOPPING=1 before it would leave the unit
+	# deactivating until TimeoutStopSec (90 s) killed it.
+	td_wait_for 60 "tagdisk@vm1 active and running again" eval \
+		'[ "$(unit_prop tagdisk@vm1 ActiveState)/$(unit_prop tagdisk@vm1 SubState)" = \
+			active/running ]' >/dev/null
+	[ "$(unit_prop tagdisk@vm1 MainPID)" = "$pid" ]
+	[ "$(unit_prop tagdisk@vm1 NRestarts)" = "$before" ]
+	[ "$(mount_id)" = "$mnt" ]
+	in_ns test -f /run/tagdisk/vm1/disk
+}
+
 @test "systemctl stop: exit 0, unmounted, socket gone, fd store empty, /run/tagdisk kept" {
 	in_ns systemctl start tagdisk@vm1
 	run -0 in_ns systemctl stop tagdisk@vm1
