@@ -18,6 +18,10 @@ Targets, all on images of the same size, prefilled with data (holes read too fas
                      hardware context per CPU); on uring each ring feeds its CPU's
                      software queue
   loop-mq-T          losetup --direct-io=on on mq-T's disk file
+  qsd-classic        qemu-storage-daemon's FUSE export of the image (file driver, its
+                     defaults), which serves on classic /dev/fuse: the FUSE peer users
+                     compare tagdisk with
+  loop-qsd-classic   losetup --direct-io=on on the export; 4k randread QD32 only
 T is classic or uring. Jobs: one submitting fio job each, and "4k randread QD32 2 jobs"
 (numjobs=2 at iodepth 16 each, group_reporting: IOPS and bandwidth summed over both).
 
@@ -79,10 +83,12 @@ JOBS = [
 
 TRANSPORTS = ("classic", "uring")
 KINDS = ("pass", "bio", "rq", "loop", "mq", "loop-mq")
-TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS]
-# Loop devices on the pass-through disks, for this job only (the loop ceiling).
+QSD = "qsd-classic"  # qemu-storage-daemon's FUSE export: libfuse on /dev/fuse
+TARGETS = ["raw"] + [f"{k}-{tr}" for k in KINDS for tr in TRANSPORTS] + [QSD]
+# Loop devices on the pass-through disks (the loop ceiling) and on the export, for this job
+# only.
 LOOP_PASS_JOB = "4k randread QD32"
-LOOP_PASS = [f"loop-pass-{tr}" for tr in TRANSPORTS]
+LOOP_PASS = [f"loop-pass-{tr}" for tr in TRANSPORTS] + ["loop-" + QSD]
 RAMP = 1  # fio --ramp_time, seconds
 
 
@@ -183,6 +189,31 @@ class Daemon:
         self.log.close()
 
 
+class Qsd:
+    """qemu-storage-daemon exporting one image through FUSE (its export is a regular file
+    that becomes the mount point), with the file driver's defaults: a thread pool, the page
+    cache (tmpfs has no O_DIRECT)."""
+
+    def __init__(self, image, workdir, name):
+        self.disk = os.path.join(workdir, name + ".export")
+        open(self.disk, "w").close()
+        self.log = open(os.path.join(workdir, name + ".log"), "w")
+        cmd = ["qemu-storage-daemon", "--blockdev",
+               f"driver=file,node-name=file0,filename={image},cache.direct=off",
+               "--export", f"type=fuse,id=exp0,node-name=file0,mountpoint={self.disk},"
+               "writable=on"]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(200):
+            if os.path.ismount(self.disk):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"{name} did not start; see {self.log.name}")
+
+    stop = Daemon.stop
+
+
 def fio(filename, rw, bs, iodepth, runtime, size, extra, engine="libaio", numjobs=1):
     """One fio run. With numjobs > 1, --group_reporting makes fio's one report the sum of
     the jobs' IOPS, bandwidth and I/Os (p99 over all their completions).
@@ -210,6 +241,12 @@ def fio(filename, rw, bs, iodepth, runtime, size, extra, engine="libaio", numjob
     ios_run = ios * (measured + RAMP) / measured if measured else 0
     return {"iops": iops, "bw": bw, "p99": max(p99) if p99 else 0.0, "bytes": moved,
             "ios": ios, "ios_run": ios_run}
+
+
+def qsd_version():
+    out = subprocess.run(["qemu-storage-daemon", "--version"], capture_output=True,
+                         text=True).stdout.split("\n")[0]
+    return out.replace("qemu-storage-daemon version", "qemu-storage-daemon", 1) or "?"
 
 
 def fmt_ratio(x, y):
@@ -320,6 +357,9 @@ def main():
             sys.exit(f"bench: {b} is missing (make all bench-tools)")
     if not shutil.which("fio"):
         sys.exit("bench: fio is missing (Debian: apt-get install fio)")
+    if not shutil.which("qemu-storage-daemon"):
+        sys.exit("bench: qemu-storage-daemon is missing (Debian: apt-get install "
+                 "--no-install-recommends qemu-system-common)")
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         sys.exit("bench: needs root and /dev/fuse")
 
@@ -336,6 +376,7 @@ def main():
         sh("mount", "-t", "tmpfs", "-o", "size=90%", "tmpfs", tmpfs)
     store = tmpfs or work
     daemons = {}
+    qsd = None
     loopdevs = []
     try:
         # One prefilled image, copied per daemon so nobody shares a file.
@@ -343,7 +384,7 @@ def main():
         fill_image(first, a.size)
         images = {"raw": first}
         served = [f"{k}-{tr}" for k in ("pass", "bio", "rq", "mq") for tr in TRANSPORTS]
-        for t in served:
+        for t in served + [QSD]:
             images[t] = os.path.join(store, t + ".img")
             shutil.copyfile(first, images[t])
 
@@ -359,6 +400,7 @@ def main():
             daemons[f"mq-{tr}"] = Daemon(tagdiskd, images[f"mq-{tr}"], work, f"mq-{tr}",
                                          ["--mode", "mq", "--elevator", "none",
                                           "--depth", "32"] + common, transport=tr)
+        qsd = Qsd(images[QSD], work, QSD)
         for t, d in daemons.items():
             # The pass-through fails to start on a transport it cannot have; ask tagdiskd.
             if not t.startswith("pass-") and fuse_transport(d) != transport_of(t):
@@ -368,16 +410,18 @@ def main():
         for t in served:
             files[t] = daemons[t].disk
             owner[t] = daemons[t]
+        files[QSD], owner[QSD] = qsd.disk, qsd
         under_loop = [(f"loop-{tr}", f"rq-{tr}") for tr in TRANSPORTS]
         under_loop += [(f"loop-pass-{tr}", f"pass-{tr}") for tr in TRANSPORTS]
         under_loop += [(f"loop-mq-{tr}", f"mq-{tr}") for tr in TRANSPORTS]
+        under_loop += [("loop-" + QSD, QSD)]
         for t, under in under_loop:
             dev = subprocess.run(["losetup", "-f", "--show", "--direct-io=on",
-                                  daemons[under].disk], check=True, capture_output=True,
+                                  owner[under].disk], check=True, capture_output=True,
                                  text=True).stdout.strip()
             loopdevs.append(dev)
             files[t] = dev
-            owner[t] = daemons[under]
+            owner[t] = owner[under]
 
         keys = [(t, j[0]) for j in JOBS for t in job_targets(j[0])]
         results = {k: [] for k in keys}
@@ -385,7 +429,8 @@ def main():
         print(f"tagdisk bench: {len(JOBS)} jobs x {len(TARGETS)} targets (+ {len(LOOP_PASS)} "
               f"on {LOOP_PASS_JOB}) x {a.rounds} rounds, {a.runtime}s each (+ {RAMP}s ramp), "
               f"images {a.size} on {'disk' if a.on_disk else 'tmpfs'}; FUSE transport "
-              f"explicit (--transport classic | uring) on every daemon", flush=True)
+              f"explicit (--transport classic | uring) on every tagdisk daemon; "
+              f"{qsd_version()}", flush=True)
         for rnd in range(a.rounds):
             for job in JOBS:
                 targets = job_targets(job[0])
@@ -509,6 +554,8 @@ def main():
                        if cpu_us(f"rq-{tr}", j) is not None and cpu_us(f"pass-{tr}", j))
             print(f"  rq-{tr} CPU per I/O <= 1.2 x pass-{tr}: worst {r:.2f} ({j}) "
                   f"-> {verdict(r <= 1.2)}")
+        for t, u in (("mq-uring", QSD), ("rq-classic", QSD), ("loop-mq-uring", "loop-" + QSD)):
+            print(f"  figure, no target: {t} / {u}, {qd32}: {ratio(t, u, qd32):.2f}")
         print(f"  trace --blktrace: 0 dropped and >= 0.90 x untraced IOPS: {trace_row[1]} dropped, "
               f"{trace_row[0]:.2f} -> {verdict(trace_row[1] == 0 and trace_row[0] >= 0.90)}")
         print(f"  write log: 4k randwrite QD32 costs at most 1.3 x (logged >= 0.77 x unlogged "
@@ -522,7 +569,7 @@ def main():
     finally:
         for dev in loopdevs:
             subprocess.run(["losetup", "-d", dev])
-        for d in daemons.values():
+        for d in list(daemons.values()) + ([qsd] if qsd else []):
             d.stop()
         if tmpfs:
             subprocess.run(["umount", tmpfs])

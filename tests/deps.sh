@@ -60,7 +60,7 @@ group_packages() {
 		group_packages fuzz
 		echo nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
 		;;
-	bench) echo fio python3 util-linux ;;
+	bench) echo fio python3 util-linux qemu-system-common ;;
 	rbd) echo ceph-mon ceph-mgr ceph-osd ceph-common qemu-system-common qemu-block-extra ;;
 	plots) echo fio blktrace python3 python3-matplotlib ;;
 	fuzz) echo clang libclang-rt-14-dev ;;
