@@ -100,6 +100,12 @@ struct td_trace_sub_params {
 	 * 1..TD_TRACE_MAX_THREADS. Threads beyond them lose their events (counted).
 	 */
 	unsigned int nr_rings;
+	/*
+	 * Bytes the subscriber's reader spends besides the rings while it reads
+	 * (a blktrace writer's reorder window): taken from the budget with the
+	 * rings and given back with them, but not allocated here.
+	 */
+	size_t extra_bytes;
 };
 
 /*
@@ -133,7 +139,10 @@ struct td_trace_sub *td_trace_subscribe(struct td_trace *t, const struct td_trac
 /* Remove @sub and free it, after any emitter still writing to it has finished. */
 void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub) td_nonnull(1, 2);
 
-/* Return: the events in each of @sub's rings, and the bytes of the budget @sub takes. */
+/*
+ * Return: the events in each of @sub's rings, and the bytes of the budget @sub
+ * takes (its rings and extra_bytes).
+ */
 size_t td_trace_sub_ring_events(const struct td_trace_sub *sub) td_nonnull(1);
 size_t td_trace_sub_bytes(const struct td_trace_sub *sub) td_nonnull(1);
 

@@ -56,6 +56,12 @@ struct td_blktrace *td_blktrace_create(const struct td_blktrace_writer_params *p
 	return bt;
 }
 
+size_t td_blktrace_window_bytes(const struct td_blktrace_writer_params *p)
+{
+	return ((p->reorder_max ? p->reorder_max : TD_BLKTRACE_REORDER_MAX) + 1) *
+	       sizeof(struct held);
+}
+
 void td_blktrace_free(struct td_blktrace *bt)
 {
 	if (!bt)
@@ -208,7 +214,8 @@ static int heap_push(struct td_blktrace *bt, const struct td_blktrace_event *ev)
 	size_t i;
 
 	if (bt->nr_held == bt->cap_held) {
-		size_t cap = bt->cap_held ? bt->cap_held * 2 : 64;
+		/* One over reorder_max: the event added before the oldest goes out. */
+		size_t cap = TD_MIN(bt->cap_held ? bt->cap_held * 2 : 64, bt->p.reorder_max + 1);
 		struct held *h = realloc(bt->heap, cap * sizeof(*h));
 
 		if (!h)

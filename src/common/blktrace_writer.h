@@ -86,6 +86,8 @@ struct td_blktrace *td_blktrace_create(const struct td_blktrace_writer_params *p
 	td_nonnull(1) td_warn_unused;
 /* Free @bt; NULL is allowed. */
 void td_blktrace_free(struct td_blktrace *bt);
+/* Return: the most memory the reorder window of a writer made with @p ever takes. */
+size_t td_blktrace_window_bytes(const struct td_blktrace_writer_params *p) td_nonnull(1);
 
 /*
  * Add @ev: it is written (after a process note when its pid is new and

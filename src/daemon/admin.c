@@ -252,16 +252,21 @@ static int bt_emit(void *arg, const void *buf, size_t len)
 /* Make @c the stream `trace` asked for (a->trace_req), or say in @reply why not. */
 static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_reply *reply)
 {
+	/* The reorder window of a blktrace stream is its memory too: the budget counts it. */
+	size_t window = 0;
+
 	if (a->trace_req.blktrace) {
 		int size = TRACE_SNDBUF;
-
-		c->bt = td_blktrace_create(&(struct td_blktrace_writer_params){
+		const struct td_blktrace_writer_params bp = {
 			.emit = bt_emit,
 			.emit_arg = c,
 			.device = TD_BLKTRACE_DEVICE,
 			.comm = td_blktrace_proc_comm,
 			.reorder_ns = TRACE_REORDER_NS,
-		});
+		};
+
+		window = td_blktrace_window_bytes(&bp);
+		c->bt = td_blktrace_create(&bp);
 		if (!c->bt) {
 			td_admin_error(reply, "trace: out of memory");
 			return;
@@ -274,6 +279,7 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 						    .ring_events = a->trace_req.ring_events,
 						    .min_ring_events = a->trace_req.min_ring_events,
 						    .nr_rings = a->p.trace_threads,
+						    .extra_bytes = window,
 					    });
 	if (c->sub) {
 		if (a->trace_req.details) {
@@ -291,12 +297,16 @@ static void trace_start(struct td_admin *a, struct conn *c, struct td_admin_repl
 		size_t events = a->trace_req.min_ring_events ? a->trace_req.min_ring_events
 							      : a->trace_req.ring_events;
 
+		char what[64] = "";
+
+		if (window)
+			snprintf(what, sizeof(what), " and a %zu KiB reorder window", window >> 10);
 		td_admin_error(reply,
 			       "trace: over the trace memory budget: this stream needs %zu KiB"
-			       " (a buffer for each of %u threads), %zu KiB of trace_budget"
+			       " (a buffer for each of %u threads%s), %zu KiB of trace_budget"
 			       " %zu KiB is left",
-			       td_trace_sub_cost(events, a->p.trace_threads) >> 10,
-			       a->p.trace_threads, (budget - used) >> 10, budget >> 10);
+			       (td_trace_sub_cost(events, a->p.trace_threads) + window) >> 10,
+			       a->p.trace_threads, what, (budget - used) >> 10, budget >> 10);
 	} else {
 		td_admin_error(reply, "trace: %s",
 			       errno == EBUSY ? "too many trace streams" : "out of memory");

@@ -71,6 +71,7 @@ struct td_trace_sub {
 	unsigned int index; /* in priv->subs */
 	size_t size;	    /* events per ring, a power of two */
 	size_t map_bytes;   /* the mapping: this struct and the pool */
+	size_t charged;	    /* taken from the budget: map_bytes and extra_bytes */
 	size_t ring_stride; /* bytes from one ring of the pool to the next */
 	char *pool;	    /* the first ring */
 	unsigned int nr_rings;
@@ -198,7 +199,7 @@ size_t td_trace_sub_ring_events(const struct td_trace_sub *sub)
 
 size_t td_trace_sub_bytes(const struct td_trace_sub *sub)
 {
-	return sub->map_bytes;
+	return sub->charged;
 }
 
 /* @events rounded up to a power of two, at most TD_TRACE_RING_EVENTS_MAX. */
@@ -323,6 +324,11 @@ struct td_trace_sub *td_trace_subscribe(struct td_trace *t, const struct td_trac
 		goto out_unlock;
 	}
 	left = pv->budget - atomic_load_explicit(&pv->used, memory_order_relaxed);
+	if (p->extra_bytes > left) {
+		errno = ENOSPC;
+		goto out_unlock;
+	}
+	left -= p->extra_bytes;
 	bytes = map_bytes(size, p->nr_rings);
 	while (bytes > left && size > min_size) {
 		size >>= 1;
@@ -338,8 +344,9 @@ struct td_trace_sub *td_trace_subscribe(struct td_trace *t, const struct td_trac
 		goto out_unlock;
 	}
 	sub->index = index;
+	sub->charged = bytes + p->extra_bytes;
 	sub->slotless_seen = atomic_load_explicit(&pv->slotless, memory_order_relaxed);
-	atomic_fetch_add_explicit(&pv->used, bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pv->used, sub->charged, memory_order_relaxed);
 	/* Release: emitters that see the pointer see the pool laid out. */
 	atomic_store_explicit(&pv->subs[index], sub, memory_order_release);
 	atomic_fetch_add_explicit(&t->nr_subs, 1, memory_order_relaxed);
@@ -352,6 +359,7 @@ void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub)
 {
 	struct td_trace_priv *p = t->priv;
 	size_t bytes = sub->map_bytes;
+	size_t charged = sub->charged;
 
 	td_mutex_lock(&p->lock);
 	assert(atomic_load_explicit(&p->subs[sub->index], memory_order_relaxed) == sub);
@@ -364,7 +372,7 @@ void td_trace_unsubscribe(struct td_trace *t, struct td_trace_sub *sub)
 			sched_yield();
 	if (munmap(sub, bytes))
 		abort(); /* only a bad address fails: a bug */
-	atomic_fetch_sub_explicit(&p->used, bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&p->used, charged, memory_order_relaxed);
 	td_mutex_unlock(&p->lock);
 }
 

@@ -355,6 +355,44 @@ static void test_trace_subscribe_makes_every_ring_resident(void **state)
 	assert_int_equal(used, 0);
 }
 
+/* What a reader spends besides the rings is charged with them, and given back with them. */
+static void test_trace_extra_bytes_are_charged_with_the_rings(void **state)
+{
+	struct trace_fixture *f = *state;
+	size_t rings = td_trace_sub_cost(4096, 2);
+	size_t extra = 3U << 20;
+	struct td_trace_sub_params p = { .ring_events = 4096, .nr_rings = 2, .extra_bytes = extra };
+	size_t used;
+
+	f->subs[0] = td_trace_subscribe(f->t, &p);
+	assert_non_null(f->subs[0]);
+	assert_int_equal(td_trace_sub_bytes(f->subs[0]), rings + extra);
+	td_trace_budget(f->t, &used);
+	assert_int_equal(used, rings + extra);
+
+	/* Extra bytes alone over what is left: refused, nothing taken. */
+	p.extra_bytes = FX_BUDGET - used + 1;
+	errno = 0;
+	assert_null(td_trace_subscribe(f->t, &p));
+	assert_int_equal(errno, ENOSPC);
+	/* Rings that fit only without the extra bytes: refused too. */
+	p.extra_bytes = FX_BUDGET - used - rings + 1;
+	errno = 0;
+	assert_null(td_trace_subscribe(f->t, &p));
+	assert_int_equal(errno, ENOSPC);
+	/* Exactly what is left fits. */
+	p.extra_bytes = FX_BUDGET - used - rings;
+	f->subs[1] = td_trace_subscribe(f->t, &p);
+	assert_non_null(f->subs[1]);
+	td_trace_budget(f->t, &used);
+	assert_int_equal(used, FX_BUDGET);
+
+	fx_unsubscribe(f, 1);
+	fx_unsubscribe(f, 0);
+	td_trace_budget(f->t, &used);
+	assert_int_equal(used, 0);
+}
+
 /* /proc/self/statm's first field: the pages mapped. */
 static unsigned long vm_pages(void)
 {
@@ -851,6 +889,7 @@ int main(void)
 		TRACE_TEST(test_trace_ring_rounding_never_passes_the_cap),
 		TRACE_TEST(test_trace_nr_rings_out_of_range_fails_with_einval),
 		TRACE_TEST(test_trace_subscribe_makes_every_ring_resident),
+		TRACE_TEST(test_trace_extra_bytes_are_charged_with_the_rings),
 		TRACE_TEST(test_trace_emit_allocates_nothing),
 		TRACE_TEST(test_trace_subscribers_share_one_budget),
 		cmocka_unit_test(test_trace_a_subscriber_that_allows_it_gets_smaller_rings),
