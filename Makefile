@@ -322,7 +322,7 @@ $(BUILD)/bench/tagdisk-passthrough: $(BUILD)/bench/passthrough.o $(LIBS)
 .PHONY: bench-tools
 bench-tools: all $(BUILD)/bench/bench_engine $(BUILD)/bench/tagdisk-passthrough
 
-# About 10 minutes on 2 cores. BENCH_ARGS=--on-disk puts the images on disk instead of tmpfs.
+# About 25 minutes on 2 cores. BENCH_ARGS=--on-disk puts the images on disk instead of tmpfs.
 BENCH_ARGS ?=
 bench:
 	$(call deps,build run bench $(if $(filter --rbd,$(BENCH_ARGS)),rbd))

@@ -138,7 +138,11 @@ for j in r["jobs"]:
 		--chart "$TD_ROOT/docs/img/bench.json"
 	[[ "$output" == "chart: $TD_DIR/b/bench.svg (from $TD_ROOT/docs/img/bench.json)" ]]
 	svg_check "$TD_DIR/b/bench.svg" "4k_randread_QD32-bio-classic=1" \
-		"4k_randread_QD32-rq-uring=1" "1M_seqwrite_QD8-mq-uring=1" >&3
+		"4k_randread_QD32-rq-uring=1" "1M_seqwrite_QD8-mq-uring=1" \
+		"4k_randread_QD32-qsd-classic=1" "4k_randread_QD32-loop-qsd-classic=1" >&3
+	# Each tagdisk bar is also set against qemu-storage-daemon, in its label and the caption.
+	grep -q "qsd)" "$TD_DIR/b/bench.svg"
+	grep -q "x qemu-storage-daemon" "$TD_DIR/b/bench.svg"
 
 	echo '{"jobs": []}' >"$TD_DIR/other.json"
 	run -1 python3 "$TD_ROOT/bench/bench.py" --build "$TD_BUILD" --out "$TD_DIR/c" \

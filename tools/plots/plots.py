@@ -409,9 +409,12 @@ def reset_figure(run, out):
         for i, (t, nr) in enumerate(bursts):
             ax.axvline(t, color=tdplot.VERMILLION, lw=1.2, ls=":", zorder=3)
             if label:
+                # Near the right end the label goes left of its line, inside the axes.
+                left = t > 0.7 * occ[-1, 0]
                 ax.annotate(f"{names[min(i, 1)]}: {nr} requeued", (t, 1.0),
-                            xycoords=("data", "axes fraction"), xytext=(4, -3),
+                            xycoords=("data", "axes fraction"), xytext=(-4 if left else 4, -3),
                             textcoords="offset points", va="top", fontsize=9.5,
+                            ha="right" if left else "left",
                             color=tdplot.VERMILLION, fontweight="bold")
 
     ax = fig.add_subplot(gs[0, 0])
