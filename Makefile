@@ -543,7 +543,7 @@ HELP_TARGETS := \
 	"stress|chaos (resets, faults, garbage) under ext4 and fio verify|build run stress; root, /dev/fuse|3 min (STRESS_SECONDS)" \
 	"crash|kill -9 fsyncing writers CRASH_CYCLES (20) times, check what survived|build run stress; root, /dev/fuse|5 min" \
 	"admin-load|200 admin clients against fio randread QD32|build run stress; root, /dev/fuse|3 min" \
-	"bench|raw file, bio, rq, mq on both FUSE transports, qemu-storage-daemon's FUSE export; BENCH_ARGS=--rbd: against a local Ceph cluster|build run bench (--rbd: rbd); root, /dev/fuse|20 min (--rbd: 5 min)" \
+	"bench|raw file, bio, rq, mq on both FUSE transports, qemu-storage-daemon's FUSE export; BENCH_ARGS=--rbd: against a local Ceph cluster|build run bench (--rbd: rbd); root, /dev/fuse|25 min (--rbd: 5 min)" \
 	"bench-engine|the engine alone, no FUSE|build|1 min" \
 	"plots|docs/img/*.svg from traced runs of the HDD model|build run plots; root, /dev/fuse|2 min" \
 	"deps|install everything make check needs|root, network|minutes" \
