@@ -479,6 +479,109 @@ static void test_add_writes_the_oldest_when_the_window_is_full(void **state)
 	td_blktrace_free(bt);
 }
 
+/*
+ * The window against a model: 20000 events, mostly in time order, some late by up to
+ * 3 us, a window of 2.5 us that is often full (at most 200 events held) and wraps and
+ * grows. The model keeps a plain sorted array; the records must be the model's, in its
+ * order, and every event is either written or counted late.
+ */
+#define MODEL_EVENTS 20000
+#define MODEL_MAX 200
+#define MODEL_REORDER 2500
+
+struct model {
+	struct td_blktrace_event held[MODEL_MAX + 1];
+	size_t nr;
+	uint64_t out_time[MODEL_EVENTS];
+	uint64_t out_sector[MODEL_EVENTS];
+	size_t nr_out;
+	bool started;
+	uint64_t last;
+	uint64_t newest;
+	uint64_t late;
+};
+
+static void model_write_front(struct model *m)
+{
+	m->out_time[m->nr_out] = m->held[0].time_ns;
+	m->out_sector[m->nr_out++] = m->held[0].sector;
+	m->last = m->held[0].time_ns;
+	m->started = true;
+	memmove(m->held, m->held + 1, --m->nr * sizeof(m->held[0]));
+}
+
+static void model_add(struct model *m, const struct td_blktrace_event *ev)
+{
+	size_t pos = m->nr;
+
+	if (m->started && ev->time_ns < m->last) {
+		m->late++;
+		return;
+	}
+	while (pos && m->held[pos - 1].time_ns > ev->time_ns)
+		pos--;
+	memmove(m->held + pos + 1, m->held + pos, (m->nr - pos) * sizeof(m->held[0]));
+	m->held[pos] = *ev;
+	m->nr++;
+	m->newest = ev->time_ns > m->newest ? ev->time_ns : m->newest;
+	while (m->nr > MODEL_MAX)
+		model_write_front(m);
+	while (m->nr && m->newest >= MODEL_REORDER && m->held[0].time_ns <= m->newest - MODEL_REORDER)
+		model_write_front(m);
+}
+
+static void test_add_orders_like_a_sorted_array_model(void **state)
+{
+	struct sink *s = *state;
+	struct td_blktrace *bt = reordering_writer(s->f, MODEL_REORDER, MODEL_MAX);
+	struct model *m = calloc(1, sizeof(*m));
+	const unsigned char *p, *end;
+	size_t n = 0;
+	uint64_t seed = 42;
+
+	assert_non_null(bt);
+	assert_non_null(m);
+	for (uint64_t i = 0; i < MODEL_EVENTS; i++) {
+		uint64_t t = 10000 + i * 10;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		/* One event in eight late by up to 3 us; some share a time with another. */
+		if ((seed >> 33) % 8 == 0)
+			t -= (seed >> 40) % 3000;
+		else if ((seed >> 33) % 8 == 1)
+			t -= t % 40;
+		struct td_blktrace_event ev = event('Q', "write", t, 1, i, 8);
+
+		assert_int_equal(add(bt, ev), 0);
+		model_add(m, &ev);
+	}
+	assert_int_equal(td_blktrace_flush(bt, UINT64_MAX), 0);
+	while (m->nr)
+		model_write_front(m);
+	assert_int_equal(fflush(s->f), 0);
+	assert_true(m->late > 0 && m->late < MODEL_EVENTS / 8);
+	assert_int_equal(td_blktrace_late(bt), m->late);
+	assert_int_equal(m->nr_out + m->late, MODEL_EVENTS);
+
+	/* The I/O records in the file, skipping the messages that say what was dropped. */
+	p = (const unsigned char *)s->buf;
+	end = p + s->len;
+	while (p < end) {
+		uint16_t pdu = le16(p + 46);
+
+		if (!pdu) {
+			assert_true(n < m->nr_out);
+			assert_int_equal(le64(p + 8), m->out_time[n] - m->out_time[0]);
+			assert_int_equal(le64(p + 16), m->out_sector[n]);
+			n++;
+		}
+		p += TD_BLKTRACE_RECORD_LEN + pdu;
+	}
+	assert_int_equal(n, m->nr_out);
+	free(m);
+	td_blktrace_free(bt);
+}
+
 static void test_add_puts_positive_errno_only_on_completions(void **state)
 {
 	struct sink *s = *state;
@@ -637,6 +740,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_drops_and_says_an_event_older_than_one_written,
 						sink_setup, sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_writes_the_oldest_when_the_window_is_full,
+						sink_setup, sink_teardown),
+		cmocka_unit_test_setup_teardown(test_add_orders_like_a_sorted_array_model,
 						sink_setup, sink_teardown),
 		cmocka_unit_test_setup_teardown(test_add_puts_positive_errno_only_on_completions,
 						sink_setup, sink_teardown),
