@@ -19,7 +19,7 @@ BUDGET_KIB=$((128 * 1024))
 # Memory the daemon may gain besides the trace buffers while fio runs: FUSE threads that
 # start again after the warm-up (each maps an 8 MiB stack, which mlockall counts in VmLck),
 # the request pool, json-c and socket buffers of 32 admin connections. A blktrace stream's
-# reorder window (up to 4.5 MiB each) is not slack: the budget counts it.
+# reorder window (up to 4 MiB each) is not slack: the budget counts it.
 SLACK_KIB=$((64 * 1024))
 
 # busy_disk SECONDS: 4 KiB random I/O at queue depth 32, so that many threads emit events.
