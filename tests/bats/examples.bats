@@ -135,6 +135,11 @@ examples_cleanup() {
 	for pid in $(pgrep -x fio); do
 		case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$EX_DIR"*) kill -KILL "$pid" 2>/dev/null || true ;; esac
 	done
+	# Loop devices on a disk file while its mount is still there (once the mount is detached
+	# their file reads "/disk"); one still mounted is freed when its file system goes.
+	losetup -nl -O NAME,BACK-FILE 2>/dev/null | while read -r dev back; do
+		case "$back" in "$EX_DIR"/*) losetup -d "$dev" 2>/dev/null || true ;; esac
+	done
 	# Innermost mounts first: ext4 on a loop device on a tagdisk mount.
 	for mnt in $(ex_mounts | tac); do
 		umount -l "$mnt" 2>/dev/null || true

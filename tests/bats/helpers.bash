@@ -227,7 +227,9 @@ PY
 
 td_teardown() {
 	local dev mnt
-	td_harness_stop
+	# Loop devices go before the daemon: a daemon that stops unmounts its disk lazily when
+	# a loop device holds it open, and the loop device's file then reads "/disk", outside
+	# TD_DIR, which the scan below would miss (it left loop devices behind).
 	if [ -n "${TD_DIR:-}" ]; then
 		# Anything mounted below the test directory (ext4 on a loop device).
 		for mnt in $(awk -v d="$TD_DIR/" 'index($2, d) == 1 && $2 != d"mnt" {print $2}' /proc/mounts); do
@@ -244,6 +246,7 @@ td_teardown() {
 			case "$back" in "$TD_DIR"/*) losetup -d "$dev" 2>/dev/null || true ;; esac
 		done
 	fi
+	td_harness_stop
 	if [ -n "${TD_PID:-}" ]; then
 		kill -TERM "$TD_PID" 2>/dev/null || true
 		for _ in $(seq 50); do kill -0 "$TD_PID" 2>/dev/null || break; sleep 0.1; done
