@@ -186,6 +186,10 @@ class Daemon:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        # A daemon that died (a crash: its mount waits for a successor) or was killed
+        # leaves its mount behind; the bench has no successor to give it.
+        if os.path.ismount(self.mnt) or self.mnt in open("/proc/mounts").read():
+            subprocess.run(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
         self.log.close()
 
 
@@ -791,7 +795,9 @@ if __name__ == "__main__":
         sys.exit(main())
     except subprocess.CalledProcessError as e:
         cmd = e.cmd if isinstance(e.cmd, str) else " ".join(map(str, e.cmd))
-        sys.exit(f"bench: `{cmd}` failed with status {e.returncode}")
+        said = (e.stderr or "").strip().splitlines()
+        sys.exit(f"bench: `{cmd}` failed with status {e.returncode}"
+                 + (f": {said[-1]}" if said else ""))
     except (RuntimeError, OSError) as e:
         sys.exit(f"bench: {e}")
     except KeyboardInterrupt:

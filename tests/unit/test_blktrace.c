@@ -481,12 +481,12 @@ static void test_add_writes_the_oldest_when_the_window_is_full(void **state)
 
 /*
  * The window against a model: 20000 events, mostly in time order, some late by up to
- * 3 us, a window of 2.5 us that is often full (at most 200 events held) and wraps and
- * grows. The model keeps a plain sorted array; the records must be the model's, in its
+ * 3 us, a window of 2.5 us, first by time and then by count (at most 2000 events
+ * held), that wraps and grows. The model keeps a plain sorted array; the records must be the model's, in its
  * order, and every event is either written or counted late.
  */
 #define MODEL_EVENTS 20000
-#define MODEL_MAX 200
+#define MODEL_MAX 2000
 #define MODEL_REORDER 2500
 
 struct model {
@@ -541,8 +541,14 @@ static void test_add_orders_like_a_sorted_array_model(void **state)
 
 	assert_non_null(bt);
 	assert_non_null(m);
+	uint64_t t0 = 10000;
+
 	for (uint64_t i = 0; i < MODEL_EVENTS; i++) {
-		uint64_t t = 10000 + i * 10;
+		/*
+		 * Events 10 ns apart, then 1 ns apart from the 2000th: the window, which
+		 * has written events by then, grows while its start is past slot 0.
+		 */
+		uint64_t t = t0 + (i < 2000 ? i * 10 : 20000 + (i - 2000));
 
 		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
 		/* One event in eight late by up to 3 us; some share a time with another. */
