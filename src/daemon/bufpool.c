@@ -119,6 +119,7 @@ struct td_buf *td_bufpool_get(struct td_bufpool *pool, size_t size)
 	}
 	b->mem = mem;
 	b->cap = pool->size[cls];
+	b->resident = false;
 	b->cls = (unsigned int)cls;
 	b->next_free = NULL;
 	td_mutex_lock(&pool->lock);
@@ -126,6 +127,26 @@ struct td_buf *td_bufpool_get(struct td_bufpool *pool, size_t size)
 	pool->out_bytes += b->cap;
 	td_mutex_unlock(&pool->lock);
 	return b;
+}
+
+int td_buf_make_resident(struct td_buf *b)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (b->resident)
+		return 0;
+	if (madvise(b->mem, b->cap, MADV_POPULATE_WRITE) < 0) {
+		if (errno != EINVAL)
+			return -ENOMEM;
+		/* Before Linux 5.14: write each page. */
+		for (size_t off = 0; off < b->cap; off += page)
+			((volatile char *)b->mem)[off] = 0;
+	}
+	b->resident = true;
+	return 0;
 }
 
 void td_bufpool_put(struct td_bufpool *pool, struct td_buf *b)

@@ -30,6 +30,7 @@
 #ifndef TAGDISK_BUFPOOL_H
 #define TAGDISK_BUFPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "common/compiler.h"
 
@@ -42,8 +43,9 @@ struct td_bufpool;
 
 /* One buffer. The pool owns it between td_bufpool_put() and the next get. */
 struct td_buf {
-	void *mem;  /* cap bytes, page-aligned */
-	size_t cap; /* the class's size: at least what was asked for */
+	void *mem;     /* cap bytes, page-aligned */
+	size_t cap;    /* the class's size: at least what was asked for */
+	bool resident; /* every page is there and writable (td_buf_make_resident()) */
 	/* private to the pool */
 	struct td_buf *next_free;
 	unsigned int cls;
@@ -71,6 +73,13 @@ void td_bufpool_destroy(struct td_bufpool *pool) td_nonnull(1);
  * @size is above the pool's largest class or memory is short.
  */
 struct td_buf *td_bufpool_get(struct td_bufpool *pool, size_t size) td_nonnull(1);
+
+/*
+ * Make every page of @b resident and writable, once: the flag stays with the
+ * buffer, and a buffer the pool keeps stays mapped (and, under mlockall(),
+ * locked). Return: 0, or -ENOMEM (the flag stays clear).
+ */
+int td_buf_make_resident(struct td_buf *b) td_nonnull(1);
 
 /* Give @b back: kept for reuse within the class's reserve, else unmapped. NULL: no-op. */
 void td_bufpool_put(struct td_bufpool *pool, struct td_buf *b) td_nonnull(1);

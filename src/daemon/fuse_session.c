@@ -15,7 +15,7 @@
  * occupies a thread.
  *
  * Receive buffers. Each thread holds one (class td_fuse_recv_size() of the
- * pool) while it reads. A handler that steals it (td_fuse_steal_recv_buf)
+ * pool, every page resident: td_session_recv_buf() says why) while it reads. A handler that steals it (td_fuse_steal_recv_buf)
  * owns it from then on; the thread takes another from the pool for its next
  * read. A thread gives its buffer back when it ends.
  *
@@ -90,6 +90,17 @@ struct td_buf *td_fuse_steal_recv_buf(const void *data, size_t len)
 		return NULL;
 	tl_rbuf = NULL;
 	tl_stolen = true;
+	return rb;
+}
+
+struct td_buf *td_session_recv_buf(struct td_fuse_session *s)
+{
+	struct td_buf *rb = td_bufpool_get(s->pool, td_fuse_recv_size());
+
+	if (rb && td_buf_make_resident(rb)) {
+		td_bufpool_put(s->pool, rb);
+		return NULL;
+	}
 	return rb;
 }
 
@@ -303,7 +314,6 @@ void td_session_handle_request(struct td_fuse_session *s, struct td_buf **rb,
 static void *loop_thread(void *arg)
 {
 	struct td_fuse_session *s = arg;
-	size_t recv_size = td_fuse_recv_size();
 	struct td_buf *rb = NULL;
 	bool counted = true; /* counted in s->idle (spawn_thread_locked counted us) */
 	sigset_t set;
@@ -316,7 +326,7 @@ static void *loop_thread(void *arg)
 
 	while (!atomic_load(&s->stopping) && !fuse_session_exited(s->se)) {
 		if (!rb)
-			rb = td_bufpool_get(s->pool, recv_size);
+			rb = td_session_recv_buf(s);
 		if (!rb) {
 			td_err("fuse: out of memory for a receive buffer");
 			break;

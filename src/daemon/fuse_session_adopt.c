@@ -72,7 +72,7 @@ static int take_resent(struct td_fuse_session *s)
 		return -errno;
 	for (;;) {
 		if (!rb)
-			rb = td_bufpool_get(s->pool, td_fuse_recv_size());
+			rb = td_session_recv_buf(s);
 		if (!rb) {
 			ret = -ENOMEM;
 			break;

@@ -102,6 +102,15 @@ struct td_fuse_session {
 /* Make @s the session the calling thread serves (session_init() finds it so). */
 void td_session_set_thread(struct td_fuse_session *s);
 /*
+ * Return: a receive buffer of @s's pool with every page resident, or NULL (no
+ * memory). The kernel copies a request into the reader's buffer through
+ * get_user_pages(), which faults a missing page in, except when the reader has
+ * been sent SIGKILL: then the copy fails and the kernel ends the request with
+ * EIO. A kill -9 that a successor takes over must cost no request, so the
+ * pages are there before the read.
+ */
+struct td_buf *td_session_recv_buf(struct td_fuse_session *s);
+/*
  * Hand one request read into *@rb (@fbuf, @len bytes) to libfuse, or answer
  * it here; a handler that keeps the receive buffer leaves *@rb NULL.
  */

@@ -173,6 +173,50 @@ static void burst_then_return(size_t size, unsigned int n, unsigned int keep)
 	free(bufs);
 }
 
+/* Return: how many pages of [@p, @p + @len) are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (len + page - 1) / page;
+	unsigned char *vec = malloc(n);
+	size_t resident = 0;
+
+	assert_non_null(vec);
+	assert_int_equal(mincore((void *)p, len, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		resident += vec[i] & 1;
+	free(vec);
+	return resident;
+}
+
+/* A receive buffer is wholly resident before the kernel copies into it, and stays so. */
+static void test_make_resident_faults_in_every_page_once(void **state)
+{
+	struct td_bufpool *pool = make_pool();
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct td_buf *b;
+	void *mem;
+
+	(void)state;
+	b = td_bufpool_get(pool, MIB);
+	assert_non_null(b);
+	assert_false(b->resident);
+	assert_int_equal(resident_pages(b->mem, b->cap), 0); /* a fresh mapping */
+	assert_int_equal(td_buf_make_resident(b), 0);
+	assert_true(b->resident);
+	assert_int_equal(resident_pages(b->mem, b->cap), b->cap / page);
+	/* Kept by the pool, it comes back with its pages and its flag. */
+	mem = b->mem;
+	td_bufpool_put(pool, b);
+	b = td_bufpool_get(pool, MIB);
+	assert_ptr_equal(b->mem, mem);
+	assert_true(b->resident);
+	assert_int_equal(resident_pages(b->mem, b->cap), b->cap / page);
+	assert_int_equal(td_buf_make_resident(b), 0);
+	td_bufpool_put(pool, b);
+	td_bufpool_destroy(pool);
+}
+
 static void test_burst_of_256_1mib_buffers_leaves_8_mapped(void **state)
 {
 	(void)state;
@@ -283,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_sizes_above_the_largest_class_get_nothing),
 		cmocka_unit_test(test_reserve_bound_is_28_mib_and_32_kib_for_the_front_ends_classes),
 		cmocka_unit_test(test_a_returned_buffer_is_reused_without_a_new_mapping),
+		cmocka_unit_test(test_make_resident_faults_in_every_page_once),
 		cmocka_unit_test(test_burst_of_256_1mib_buffers_leaves_8_mapped),
 		cmocka_unit_test(test_burst_of_256_receive_buffers_leaves_8_mapped),
 		cmocka_unit_test(test_burst_of_300_4k_buffers_leaves_256_mapped),
