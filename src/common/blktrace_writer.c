@@ -208,8 +208,11 @@ static int window_grow(struct td_blktrace *bt)
 {
 	size_t old = bt->cap_held;
 	size_t cap = TD_MIN(old ? old * 2 : 64, bt->p.reorder_max + 1);
-	struct td_blktrace_event *r = realloc(bt->ring, cap * sizeof(*r));
+	struct td_blktrace_event *r;
 
+	if (cap <= old)
+		return -ENOBUFS; /* never: an event leaves the window before its write is tried */
+	r = realloc(bt->ring, cap * sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	/* The part from head to the old end goes to the new end; the wrapped part stays. */

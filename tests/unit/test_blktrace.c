@@ -665,6 +665,58 @@ static void test_add_reports_the_errno_of_a_failed_write(void **state)
 	fclose(ro);
 }
 
+/* An emitter that fails while fail is set, and appends to buf otherwise. */
+struct flaky {
+	bool fail;
+	unsigned char buf[16 * TD_BLKTRACE_RECORD_LEN];
+	size_t len;
+};
+
+static int flaky_emit(void *arg, const void *buf, size_t len)
+{
+	struct flaky *f = arg;
+
+	if (f->fail)
+		return -EPIPE;
+	assert_true(f->len + len <= sizeof(f->buf));
+	memcpy(f->buf + f->len, buf, len);
+	f->len += len;
+	return 0;
+}
+
+/*
+ * Writes that fail with the window full: each takes its event out of the window
+ * (lost, as its error said), so the window never holds more than reorder_max + 1.
+ */
+static void test_add_after_a_failed_write_with_the_window_full(void **state)
+{
+	struct flaky f = { 0 };
+	struct td_blktrace *bt = td_blktrace_create(&(struct td_blktrace_writer_params){
+		.emit = flaky_emit,
+		.emit_arg = &f,
+		.device = TD_BLKTRACE_DEVICE,
+		.reorder_ns = UINT64_MAX / 2,
+		.reorder_max = 2,
+	});
+
+	(void)state;
+	assert_non_null(bt);
+	assert_int_equal(add(bt, event('Q', "write", 100, 1, 0, 8)), 0);
+	assert_int_equal(add(bt, event('Q', "write", 200, 1, 8, 8)), 0);
+	f.fail = true;
+	/* Three held: the oldest must go out, and its write fails. */
+	assert_int_equal(add(bt, event('Q', "write", 300, 1, 16, 8)), -EPIPE);
+	assert_int_equal(add(bt, event('Q', "write", 400, 1, 24, 8)), -EPIPE);
+	f.fail = false;
+	assert_int_equal(add(bt, event('Q', "write", 500, 1, 32, 8)), 0);
+	assert_int_equal(td_blktrace_flush(bt, UINT64_MAX), 0);
+	/* 100 and 200 went with the failed writes; the others come in order. */
+	assert_int_equal(f.len, 3 * TD_BLKTRACE_RECORD_LEN);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(le64(f.buf + i * TD_BLKTRACE_RECORD_LEN + 16), 8 * (i + 2));
+	td_blktrace_free(bt);
+}
+
 static void test_dropped_writes_a_message_and_leaves_a_sequence_gap(void **state)
 {
 	struct sink *s = *state;
@@ -757,6 +809,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_rejects_unknown_action_and_writes_nothing,
 						sink_setup, sink_teardown),
 		cmocka_unit_test(test_add_reports_the_errno_of_a_failed_write),
+		cmocka_unit_test(test_add_after_a_failed_write_with_the_window_full),
 		cmocka_unit_test_setup_teardown(
 			test_dropped_writes_a_message_and_leaves_a_sequence_gap, sink_setup,
 			sink_teardown),
