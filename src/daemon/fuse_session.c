@@ -15,9 +15,10 @@
  * occupies a thread.
  *
  * Receive buffers. Each thread holds one (class td_fuse_recv_size() of the
- * pool, every page resident: td_session_recv_buf() says why) while it reads. A handler that steals it (td_fuse_steal_recv_buf)
- * owns it from then on; the thread takes another from the pool for its next
- * read. A thread gives its buffer back when it ends.
+ * pool, every page resident: td_session_recv_buf() says why) while it reads.
+ * A handler that steals it (td_fuse_steal_recv_buf) owns it from then on; the
+ * thread takes another from the pool for its next read. A thread gives its
+ * buffer back when it ends.
  *
  * Starting. The rings of FUSE over io_uring (transport auto or uring) are
  * made before mounting, so that an explicit uring that cannot have them

@@ -32,9 +32,10 @@
  *
  * Lifetime: create (mounts), start (the first loop thread: FUSE_INIT is
  * answered), wait_ready (the transport is settled), run (serves until
- * stopped or unmounted), then unmount and destroy; the ops, their userdata and the pool must outlive the
- * session. LOCKING: internal; td_fuse_session_stop() and
- * td_fuse_session_threads() may be called from any thread.
+ * stopped or unmounted), then unmount and destroy; the ops, their userdata
+ * and the pool must outlive the session. LOCKING: internal;
+ * td_fuse_session_stop() and td_fuse_session_threads() may be called from
+ * any thread.
  */
 #ifndef TAGDISK_FUSE_SESSION_H
 #define TAGDISK_FUSE_SESSION_H

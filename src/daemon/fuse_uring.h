@@ -131,7 +131,8 @@ unsigned int td_fuse_uring_counts(struct td_fuse_uring *u, uint64_t *counts, uns
 	td_nonnull(1);
 
 /* The entries idle loops gave back, in *@trims; of those, the ones holding a request, in *@kept. */
-void td_fuse_uring_trims(struct td_fuse_uring *u, uint64_t *trims, uint64_t *kept) td_nonnull(1, 2, 3);
+void td_fuse_uring_trims(struct td_fuse_uring *u, uint64_t *trims, uint64_t *kept)
+	td_nonnull(1, 2, 3);
 
 /* Return: the helper loops running now. */
 unsigned int td_fuse_uring_helpers(struct td_fuse_uring *u) td_nonnull(1);
