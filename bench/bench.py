@@ -200,6 +200,7 @@ class Qsd:
 
     def __init__(self, image, workdir, name):
         self.disk = os.path.join(workdir, name + ".export")
+        self.mnt = self.disk  # the export is its own mount point (Daemon.stop unmounts it)
         open(self.disk, "w").close()
         self.log = open(os.path.join(workdir, name + ".log"), "w")
         cmd = ["qemu-storage-daemon", "--blockdev",

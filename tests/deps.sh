@@ -11,7 +11,8 @@
 #   unit    the unit tests (cmocka)
 #   bats    the integration tests' runner (bats and its helpers, python3, jq)
 #   test    make check: unit, bats, and what the tests drive (fio, blktrace, valgrind,
-#           man, clang for fuzzing, nbdkit, a local Ceph cluster)
+#           man, clang for fuzzing, nbdkit, a local Ceph cluster, and
+#           qemu-storage-daemon for the bench harness's test)
 #   bench   make bench: fio
 #   rbd     make bench BENCH_ARGS=--rbd: a local Ceph cluster and qemu-storage-daemon's rbd
 #           driver (its pass-through peer)
@@ -58,7 +59,7 @@ group_packages() {
 		group_packages valgrind
 		group_packages man
 		group_packages fuzz
-		echo nbdkit ceph-mon ceph-mgr ceph-osd ceph-common
+		echo nbdkit ceph-mon ceph-mgr ceph-osd ceph-common qemu-system-common
 		;;
 	bench) echo fio python3 util-linux qemu-system-common ;;
 	rbd) echo ceph-mon ceph-mgr ceph-osd ceph-common qemu-system-common qemu-block-extra ;;
