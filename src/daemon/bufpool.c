@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "common/lock.h"
+#include "common/prefault.h"
 #include "daemon/bufpool.h"
 
 #define MIN_SHIFT	12 /* 4 KiB */
@@ -131,22 +132,14 @@ struct td_buf *td_bufpool_get(struct td_bufpool *pool, size_t size)
 
 int td_buf_make_resident(struct td_buf *b)
 {
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	int ret;
 
 	if (b->resident)
 		return 0;
-	if (madvise(b->mem, b->cap, MADV_POPULATE_WRITE) < 0) {
-		if (errno != EINVAL)
-			return -ENOMEM;
-		/* Before Linux 5.14: write each page. */
-		for (size_t off = 0; off < b->cap; off += page)
-			((volatile char *)b->mem)[off] = 0;
-	}
-	b->resident = true;
-	return 0;
+	ret = td_prefault(b->mem, b->cap);
+	if (ret == 0)
+		b->resident = true;
+	return ret;
 }
 
 void td_bufpool_put(struct td_bufpool *pool, struct td_buf *b)

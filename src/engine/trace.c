@@ -54,6 +54,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "common/lock.h"
+#include "common/prefault.h"
 #include "tagdisk/trace.h"
 
 struct td_trace_ring {
@@ -249,28 +250,6 @@ size_t td_trace_sub_cost(size_t ring_events, unsigned int nr_rings)
 }
 
 /*
- * Make every page of [@p, @p + @len) resident now. MAP_POPULATE does not do it
- * in a VM_LOCKONFAULT mapping (mlockall(MCL_ONFAULT)); MADV_POPULATE_WRITE
- * (Linux 5.14) does; on older kernels, touch each page.
- * Return: 0, or -ENOMEM when the pages could not be had.
- */
-static int prefault(char *p, size_t len)
-{
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
-		return 0;
-	if (errno != EINVAL)
-		return -ENOMEM;
-	for (size_t off = 0; off < len; off += page)
-		((volatile char *)p)[off] = 0;
-	return 0;
-}
-
-/*
  * Map, fault in and lay out a subscriber of @nr_rings rings of @size events
  * in @bytes (map_bytes()). Return: it, or NULL (errno set).
  */
@@ -281,7 +260,7 @@ static struct td_trace_sub *sub_map(size_t size, unsigned int nr_rings, size_t b
 
 	if (base == MAP_FAILED)
 		return NULL;
-	if (prefault(base, bytes)) {
+	if (td_prefault(base, bytes)) {
 		munmap(base, bytes);
 		errno = ENOMEM;
 		return NULL;

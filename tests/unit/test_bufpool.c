@@ -173,22 +173,6 @@ static void burst_then_return(size_t size, unsigned int n, unsigned int keep)
 	free(bufs);
 }
 
-/* Return: how many pages of [@p, @p + @len) are resident. */
-static size_t resident_pages(const void *p, size_t len)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t n = (len + page - 1) / page;
-	unsigned char *vec = malloc(n);
-	size_t resident = 0;
-
-	assert_non_null(vec);
-	assert_int_equal(mincore((void *)p, len, vec), 0);
-	for (size_t i = 0; i < n; i++)
-		resident += vec[i] & 1;
-	free(vec);
-	return resident;
-}
-
 /* A receive buffer is wholly resident before the kernel copies into it, and stays so. */
 static void test_make_resident_faults_in_every_page_once(void **state)
 {

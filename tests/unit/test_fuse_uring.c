@@ -173,20 +173,6 @@ static struct td_ring_ent *armed_ent(struct td_fuse_uring *u, unsigned int i, ui
 	return e;
 }
 
-/* Return: the resident pages of [@p, @p + @len). */
-static size_t resident_pages(void *p, size_t len)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t n = 0, pages = len / page;
-	unsigned char *vec = xmalloc(pages);
-
-	assert_int_equal(mincore(p, len, vec), 0);
-	for (size_t i = 0; i < pages; i++)
-		n += vec[i] & 1;
-	free(vec);
-	return n;
-}
-
 static void test_tag_names_its_entry_and_only_ring_tags_are_owned(void **state)
 {
 	struct td_fuse_uring *u = *state;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "tagdisk/trace.h"
+#include "unit_util.h"
 
 /*
  * Subscribers live in the fixture so that teardown can unsubscribe whatever a
@@ -318,22 +319,6 @@ static void test_trace_nr_rings_out_of_range_fails_with_einval(void **state)
 					     }));
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(nr_subs(f->t), 0);
-}
-
-/* Return: how many of the pages of [@p, @p + @len) are resident. */
-static size_t resident_pages(const void *p, size_t len)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t n = (len + page - 1) / page;
-	unsigned char *vec = malloc(n);
-	size_t resident = 0;
-
-	assert_non_null(vec);
-	assert_int_equal(mincore((void *)p, len, vec), 0);
-	for (size_t i = 0; i < n; i++)
-		resident += vec[i] & 1;
-	free(vec);
-	return resident;
 }
 
 static void test_trace_subscribe_makes_every_ring_resident(void **state)

@@ -2,6 +2,7 @@
 /* unit_util.c - helpers shared by the unit tests (see unit_util.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -82,6 +83,20 @@ uint8_t *xmalloc(size_t n)
 
 	assert_non_null(p);
 	return p;
+}
+
+size_t resident_pages(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t n = (len + page - 1) / page;
+	unsigned char *vec = xmalloc(n);
+	size_t resident = 0;
+
+	assert_int_equal(mincore((void *)p, len, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		resident += vec[i] & 1;
+	free(vec);
+	return resident;
 }
 
 void done_init(struct done *d)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * unit_util.h - helpers shared by the unit tests: time, sleeping, a
- * reproducible random generator, buffer checks, a counter of ended bios
- * that a test can wait on, reading a whole file, pass-through calls for a
- * backend that wraps another, and a memory backend that records its writes.
+ * reproducible random generator, buffer checks, resident pages, a counter of
+ * ended bios that a test can wait on, reading a whole file, pass-through calls
+ * for a backend that wraps another, and a memory backend that records its
+ * writes.
  *
  * Linked into every test binary (build/tests/unit_util.o). Failures inside
  * these helpers fail the calling cmocka test.
@@ -43,6 +44,9 @@ bool all_value(const uint8_t *p, size_t len, uint8_t v);
 
 /* Return: @n bytes of heap; fails the test when there are none. */
 uint8_t *xmalloc(size_t n);
+
+/* Return: how many pages of [@p, @p + @len) are resident (mincore). */
+size_t resident_pages(const void *p, size_t len);
 
 /* Return: the whole file at @path (malloc'd, with a spare byte after it), its length in *@len. */
 uint8_t *read_whole_file(const char *path, size_t *len);
